@@ -1,0 +1,144 @@
+"""The `callscreen` command: the service and its admin surface (decisions.md section 2)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+
+from callscreen import logs
+from callscreen.admin import Admin, AdminError
+from callscreen.broker import recorded_broker
+from callscreen.settings import Settings, load_settings
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="callscreen", description="Call screening for voice-agent numbers.")
+    sub = top.add_subparsers(dest="command", required=True)
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--broker", help="kafka://host:port (default: the embedded broker)")
+        p.add_argument("--data-dir", dest="data_dir")
+        return p
+
+    run = command("run", "start the broker (unless named), the workers and the HTTP edge")
+    run.add_argument("--host")
+    run.add_argument("--port", type=int)
+    run.add_argument("--workers", type=int)
+    run.add_argument("--role", choices=["all", "edge", "worker"])
+    run.add_argument("--demo", action="store_true", help="create a demo account and print a curl line")
+
+    account = command("account", "accounts").add_subparsers(dest="action", required=True)
+    create = account.add_parser("create")
+    create.add_argument("--plan", required=True, choices=["watch", "guard"])
+    create.add_argument("--name", default="")
+    _common(create)
+
+    key = command("key", "API keys").add_subparsers(dest="action", required=True)
+    key_create = key.add_parser("create")
+    key_create.add_argument("--account", required=True)
+    key_create.add_argument("--scope", required=True, choices=["full", "read"])
+    key_create.add_argument("--label", default="")
+    key_revoke = key.add_parser("revoke")
+    key_revoke.add_argument("--account", required=True)
+    key_revoke.add_argument("--key-id", dest="key_id", required=True)
+    _common(key_create, key_revoke)
+
+    token = command("token", "ingest and gate tokens").add_subparsers(dest="action", required=True)
+    rotate = token.add_parser("rotate")
+    rotate.add_argument("--account", required=True)
+    rotate.add_argument("--kind", required=True, choices=["ingest", "gate"])
+    rotate.add_argument("--number")
+    _common(rotate)
+
+    plan = command("plan", "plans").add_subparsers(dest="action", required=True)
+    plan_set = plan.add_parser("set")
+    plan_set.add_argument("--account", required=True)
+    plan_set.add_argument("--plan", required=True, choices=["watch", "guard"])
+    _common(plan_set)
+
+    trusted = command("trusted", "the trusted-caller list").add_subparsers(dest="action", required=True)
+    for action in ("add", "remove"):
+        p = trusted.add_parser(action)
+        p.add_argument("--account", required=True)
+        p.add_argument("--number", required=True)
+        _common(p)
+
+    secret = command("secret", "the webhook signing secret").add_subparsers(dest="action", required=True)
+    for action in ("show", "rotate"):
+        p = secret.add_parser(action)
+        p.add_argument("--account", required=True)
+        _common(p)
+    return top
+
+
+def _common(*parsers: argparse.ArgumentParser) -> None:
+    for p in parsers:
+        p.add_argument("--broker", dest="sub_broker")
+        p.add_argument("--data-dir", dest="sub_data_dir")
+
+
+def settings_for(args: argparse.Namespace) -> Settings:
+    settings = load_settings()
+    return settings.with_overrides(
+        broker=getattr(args, "sub_broker", None) or args.broker,
+        data_dir=getattr(args, "sub_data_dir", None) or args.data_dir,
+        host=getattr(args, "host", None),
+        port=getattr(args, "port", None),
+        workers=getattr(args, "workers", None),
+        role=getattr(args, "role", None),
+    )
+
+
+def admin_call(args: argparse.Namespace) -> Callable[[Admin], Awaitable[dict[str, Any]]]:
+    command, action = args.command, args.action
+    if command == "account":
+        return lambda a: a.account_create(args.plan, args.name)
+    if command == "key" and action == "create":
+        return lambda a: a.key_create(args.account, args.scope, args.label)
+    if command == "key":
+        return lambda a: a.key_revoke(args.account, args.key_id)
+    if command == "token":
+        return lambda a: a.token_rotate(args.account, args.kind, args.number)
+    if command == "plan":
+        return lambda a: a.plan_set(args.account, args.plan)
+    if command == "trusted":
+        return lambda a: a.trusted(action, args.account, args.number)
+    if action == "show":
+        return lambda a: a.secret_show(args.account)
+    return lambda a: a.secret_rotate(args.account)
+
+
+async def run_admin(settings: Settings, call: Callable[[Admin], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    async with Admin(settings) as admin:
+        return await call(admin)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    settings = settings_for(args)
+    logs.configure(settings.log_level if args.command == "run" else "WARNING", role=settings.role)
+    if args.command == "run":
+        from callscreen.run import run
+
+        return run(settings, demo=args.demo)
+    try:
+        settings = recorded_broker(settings)
+        result = asyncio.run(run_admin(settings, admin_call(args)))
+    except AdminError as exc:
+        sys.stderr.write(orjson.dumps({"error": str(exc)}).decode() + "\n")
+        return 1
+    except Exception as exc:
+        sys.stderr.write(orjson.dumps({"error": "unavailable", "detail": str(exc)}).decode() + "\n")
+        return 2
+    sys.stdout.write(orjson.dumps(result).decode() + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

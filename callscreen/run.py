@@ -1,0 +1,123 @@
+"""`callscreen run`: the embedded broker (unless one is named), the workers and the HTTP edge."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from aiohttp import web
+
+from callscreen.admin import Admin
+from callscreen.broker import EmbeddedBroker
+from callscreen.kafka import ensure_topics
+from callscreen.settings import Settings, to_env
+from ingest.app import init_app
+from ingest.service import EDGE
+
+log = logging.getLogger("callscreen.run")
+
+STOP_GRACE_S = 6.0
+
+
+def start_workers(settings: Settings) -> list[subprocess.Popen[bytes]]:
+    processes = []
+    for index in range(settings.workers):
+        env = {**os.environ, **to_env(settings.with_overrides(worker_index=index, role="worker"))}
+        command = [sys.executable, "-m", "callscreen.cli", "run", "--role", "worker"]
+        # The ready line and the demo key own stdout; a worker's console output goes to stderr.
+        processes.append(subprocess.Popen(command, env=env, stdout=sys.stderr))
+    return processes
+
+
+def stop_processes(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+async def serve_edge(settings: Settings, stop: asyncio.Event, demo: bool) -> None:
+    app = init_app(settings)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port)
+    await site.start()
+    try:
+        edge = app[EDGE]
+        while not edge.healthy():
+            if stop.is_set():
+                return
+            await asyncio.sleep(0.05)
+        print(f"callscreen ready on http://{settings.host}:{settings.port}", flush=True)
+        if demo:
+            await print_demo(settings)
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+async def print_demo(settings: Settings) -> None:
+    async with Admin(settings) as admin:
+        created = await admin.account_create("guard", "demo")
+    base = f"http://{settings.host}:{settings.port}"
+    print(f"demo account {created['account_id']} (guard plan), key: {created['key']}", flush=True)
+    print(
+        f"try: curl -s -X POST {base}/v1/events -H 'Authorization: Bearer {created['key']}' "
+        """-H 'Content-Type: application/json' -d '{"type":"call.started","call_id":"demo-1","""
+        """"to":"+14155552671","from":"+12125550123","attrs":{"attestation":"A"}}'""",
+        flush=True,
+    )
+
+
+def run(settings: Settings, demo: bool = False) -> int:
+    """Run the roles asked for until SIGINT or SIGTERM; returns the exit code."""
+    if settings.role == "worker":
+        from processors.worker import run_worker
+
+        run_worker(settings)
+        return 0
+    data_dir = Path(settings.data_dir)
+    broker = None
+    if not settings.broker:
+        broker = EmbeddedBroker(data_dir, settings.host if settings.host.startswith("127.") else "127.0.0.1")
+        for stale in data_dir.glob("worker-*"):
+            # The embedded broker is memory-only and starts empty: tables derived from an earlier one are stale.
+            shutil.rmtree(stale)
+        broker.start()
+        settings = settings.with_overrides(broker=broker.url, embedded_broker=True)
+        print(
+            f"embedded broker on {broker.url} (memory only: its topics are gone when it stops; "
+            "use --broker for anything you want to keep)",
+            file=sys.stderr,
+            flush=True,
+        )
+    workers: list[subprocess.Popen[bytes]] = []
+    try:
+        asyncio.run(ensure_topics(settings))
+        if settings.role == "all":
+            workers = start_workers(settings)
+        asyncio.run(_serve_until_signal(settings, demo))
+    finally:
+        stop_processes(workers)
+        if broker is not None:
+            broker.stop()
+    return 0
+
+
+async def _serve_until_signal(settings: Settings, demo: bool) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await serve_edge(settings, stop, demo)

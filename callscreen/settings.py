@@ -1,0 +1,104 @@
+"""One typed settings object, read from the environment and an optional TOML file.
+
+Every default is the one `decisions.md` settles. Environment variables are the upper-case
+field name prefixed with `CALLSCREEN_`; the TOML file (`CALLSCREEN_CONFIG`, or
+`callscreen.toml` in the working directory) uses the field names as keys. The environment wins.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Settings:
+    # Process and broker.
+    host: str = "127.0.0.1"
+    port: int = 8080
+    data_dir: str = "./data"
+    broker: str = ""
+    # Set by `callscreen run` when it started the memory-only Tansu broker itself.
+    embedded_broker: bool = False
+    partitions: int = 4
+    reply_partitions: int = 8
+    topic_prefix: str = "callscreen"
+    app_id: str = "callscreen-worker"
+    log_level: str = "INFO"
+    workers: int = 1
+    worker_index: int = 0
+    role: str = "all"
+    # Answer path.
+    answer_deadline_s: float = 2.0
+    fetch_max_wait_ms: int = 5
+    max_body_bytes: int = 65536
+    max_future_at_s: int = 300
+    # Rate limits (decisions.md section 5).
+    reads_per_minute: int = 600
+    events_per_minute: int = 1200
+    # Plans (decisions.md section 4).
+    watch_numbers: int = 3
+    watch_daily_starts: int = 1000
+    guard_numbers: int = 25
+    guard_daily_starts: int = 25000
+    # Scoring (decisions.md section 7).
+    review_threshold: float = 0.5
+    reject_threshold: float = 0.8
+    policy_file: str = ""
+    # Webhooks (decisions.md section 10).
+    webhook_timeout_s: float = 8.0
+    webhook_ca_file: str = ""
+    webhook_allow_private: bool = False
+    webhook_concurrency: int = 32
+
+    def topic(self, name: str) -> str:
+        return f"{self.topic_prefix}.{name}"
+
+    def with_overrides(self, **values: Any) -> Settings:
+        """A copy with the given fields replaced (command-line flags win over everything)."""
+        clean = {k: v for k, v in values.items() if v is not None}
+        return dataclasses.replace(self, **clean)
+
+
+def to_env(settings: Settings) -> dict[str, str]:
+    """The settings as environment variables, for the processes `run` starts."""
+    env = {}
+    for f in fields(Settings):
+        value = getattr(settings, f.name)
+        env[f"CALLSCREEN_{f.name.upper()}"] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+    return env
+
+
+def _coerce(kind: Any, raw: Any) -> Any:
+    if kind in (bool, "bool"):
+        if isinstance(raw, bool):
+            return raw
+        return str(raw).strip().lower() in {"1", "true", "yes", "on"}
+    if kind in (int, "int"):
+        return int(raw)
+    if kind in (float, "float"):
+        return float(raw)
+    if kind in (str, "str"):
+        return str(raw)
+    return raw
+
+
+def load_settings(env: dict[str, str] | None = None) -> Settings:
+    """Settings from the optional TOML file, then the environment on top."""
+    env = dict(os.environ if env is None else env)
+    values: dict[str, Any] = {}
+    config = env.get("CALLSCREEN_CONFIG") or ("callscreen.toml" if Path("callscreen.toml").exists() else "")
+    if config:
+        with open(config, "rb") as handle:
+            values.update(tomllib.load(handle))
+    known = {f.name: f for f in fields(Settings)}
+    for name in known:
+        raw = env.get(f"CALLSCREEN_{name.upper()}")
+        if raw is not None:
+            values[name] = raw
+    typed = {name: _coerce(known[name].type, value) for name, value in values.items() if name in known}
+    return Settings(**typed)

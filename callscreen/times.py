@@ -1,0 +1,32 @@
+"""ISO 8601 timestamps in UTC with milliseconds, the only time shape the service speaks."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def format_ms(epoch_ms: int) -> str:
+    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
+
+
+def parse_ms(text: object) -> int | None:
+    """Epoch milliseconds of an ISO 8601 string with a timezone; None when it is not one."""
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return int(round(moment.timestamp() * 1000))
+
+
+def now_ms() -> int:
+    """Wall-clock receipt time; only the edge and admin commands read it, never a fold."""
+    return int(datetime.now(tz=UTC).timestamp() * 1000)
+
+
+def day_start_ms(epoch_ms: int) -> int:
+    return epoch_ms - epoch_ms % 86_400_000

@@ -1,0 +1,1 @@
+"""The HTTP edge: authenticate, limit, validate, append to the log, answer."""

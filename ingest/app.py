@@ -1,0 +1,82 @@
+"""The aiohttp application factory: middlewares, routes, and the Kafka connections' lifetime."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from aiohttp import web
+
+from callscreen.settings import Settings
+from ingest import routes_account, routes_events, routes_ops
+from ingest.errors import ApiError
+from ingest.service import EDGE, Edge
+
+log = logging.getLogger("callscreen.edge")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def route_name(request: web.Request) -> str:
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "unmatched"
+
+
+@web.middleware
+async def errors_and_metrics(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every failure as JSON, every request counted and timed, one log line with a request id."""
+    started = time.perf_counter()
+    request_id = request.headers.get("X-Request-Id") or uuid.uuid4().hex
+    try:
+        response = await handler(request)
+    except ApiError as exc:
+        response = exc.response()
+    except web.HTTPRequestEntityTooLarge:
+        response = ApiError(413, "body_too_large", limit=request.app[EDGE].settings.max_body_bytes).response()
+    except web.HTTPMethodNotAllowed as exc:
+        response = ApiError(405, "method_not_allowed", headers={"Allow": ",".join(sorted(exc.allowed_methods))}).response()
+    except web.HTTPNotFound:
+        response = ApiError(404, "not_found").response()
+    except web.HTTPException as exc:
+        response = ApiError(exc.status, exc.reason.lower().replace(" ", "_")).response()
+    except Exception:
+        log.exception("unhandled error", extra={"request_id": request_id})
+        response = ApiError(500, "internal").response()
+    response.headers["X-Request-Id"] = request_id
+    elapsed = time.perf_counter() - started
+    route = route_name(request)
+    metrics = request.app[EDGE].metrics
+    labels = {"route": route, "method": request.method, "status": str(response.status)}
+    metrics.requests.labels(**labels).inc()
+    metrics.latency.labels(**labels).observe(elapsed)
+    if log.isEnabledFor(logging.INFO):
+        log.info(
+            "request",
+            extra={
+                "request_id": request_id,
+                "method": request.method,
+                "route": route,
+                "status": response.status,
+                "ms": round(elapsed * 1000, 2),
+            },
+        )
+    return response
+
+
+def init_app(settings: Settings) -> web.Application:
+    app = web.Application(middlewares=[errors_and_metrics], client_max_size=settings.max_body_bytes)
+    edge = Edge(settings)
+    app[EDGE] = edge
+
+    async def connections(app: web.Application) -> AsyncIterator[None]:
+        await edge.start()
+        yield
+        await edge.stop()
+
+    app.cleanup_ctx.append(connections)
+    routes_ops.add_routes(app)
+    routes_account.add_routes(app)
+    routes_events.add_routes(app)
+    return app

@@ -1,0 +1,57 @@
+"""Who is asking: API keys in headers, ingest tokens in the events path, nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from callscreen import ids
+from callscreen.accounts import Account, AccountsView
+from ingest.errors import ApiError
+
+
+@dataclass(frozen=True)
+class Principal:
+    account: Account
+    scope: str
+    subject: str
+
+    @property
+    def can_write(self) -> bool:
+        return self.scope in ("full", "ingest")
+
+
+def key_from_headers(request: web.Request) -> str | None:
+    header = request.headers.get("Authorization")
+    if header is not None:
+        scheme, _, value = header.partition(" ")
+        return value.strip() if scheme.lower() == "bearer" else ""
+    return request.headers.get("X-Service-Key")
+
+
+def authenticate_key(request: web.Request, view: AccountsView) -> Principal:
+    key = key_from_headers(request)
+    if key is None:
+        raise ApiError(401, "missing_key", headers={"WWW-Authenticate": "Bearer"})
+    if not (ids.is_well_formed(key, ids.FULL_KEY_PREFIX) or ids.is_well_formed(key, ids.READ_KEY_PREFIX)):
+        raise ApiError(401, "invalid_key", headers={"WWW-Authenticate": "Bearer"})
+    found = view.by_key_digest(ids.digest(key))
+    if found is None:
+        raise ApiError(401, "invalid_key", headers={"WWW-Authenticate": "Bearer"})
+    account, api_key = found
+    return Principal(account=account, scope=api_key.scope, subject=api_key.key_id)
+
+
+def authenticate_token(token: str, view: AccountsView) -> Principal:
+    account = None
+    if ids.is_well_formed(token, ids.INGEST_TOKEN_PREFIX):
+        account = view.by_token_digest(ids.digest(token))
+    if account is None:
+        raise ApiError(401, "invalid_token")
+    return Principal(account=account, scope="ingest", subject="ingest")
+
+
+def require_write(principal: Principal) -> None:
+    if not principal.can_write:
+        raise ApiError(403, "read_only_key")

@@ -1,0 +1,33 @@
+"""The edge's error contract: every failure is JSON `{"error": code, ...context}`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, headers: dict[str, str] | None = None, **context: Any) -> None:
+        super().__init__(code)
+        self.status = status
+        self.code = code
+        self.headers = headers or {}
+        self.context = context
+
+    def response(self) -> web.Response:
+        return json_response({"error": self.code, **self.context}, status=self.status, headers=self.headers)
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        body=orjson.dumps(body),
+        status=status,
+        headers=headers,
+        content_type="application/json",
+    )
+
+
+def invalid_field(field: str) -> ApiError:
+    return ApiError(400, "invalid_field", field=field)

@@ -1,0 +1,37 @@
+"""Prometheus instruments of the edge, on a registry of its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
+
+
+@dataclass
+class EdgeMetrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        self.requests = Counter(
+            "callscreen_http_requests_total", "HTTP requests by route and status.", ["route", "method", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "callscreen_http_request_seconds", "HTTP request latency by route and status.",
+            ["route", "method", "status"], buckets=LATENCY_BUCKETS, registry=self.registry,
+        )
+        self.events = Counter(
+            "callscreen_events_appended_total", "Events appended to the log, by type.", ["type"],
+            registry=self.registry,
+        )
+        self.answers = Histogram(
+            "callscreen_answer_seconds", "Time from append to the worker's answer, by event type.", ["type"],
+            buckets=LATENCY_BUCKETS, registry=self.registry,
+        )
+        self.admin_applied = Counter(
+            "callscreen_admin_changes_applied_total", "Account-stream records folded by this edge.", ["kind"],
+            registry=self.registry,
+        )
+        self.accounts = Gauge("callscreen_accounts", "Accounts known to this edge.", registry=self.registry)

@@ -1,0 +1,126 @@
+"""The Faust app: agents that fold the events and queries topics with the pure domain functions."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import uuid
+from pathlib import Path
+from typing import Any
+
+import faust
+import orjson
+from faust.types import EventT
+
+from callscreen.kafka import SINGLE_RECORD_BATCH_BYTES, make_consumer
+from callscreen.plans import plan_limits
+from callscreen.settings import Settings
+from processors import calls, queries
+from processors.faust_tuning import set_fetch_max_wait
+from processors.features import FeatureView
+from processors.mirror import FactMirror
+from processors.policy import load_policy
+from processors.store import RocksStore
+
+log = logging.getLogger("callscreen.worker")
+
+
+def create_app(settings: Settings, worker_dir: Path) -> faust.App:
+    set_fetch_max_wait(settings.fetch_max_wait_ms)
+    extra: dict[str, Any] = {}
+    if settings.embedded_broker:
+        extra["producer_max_batch_size"] = SINGLE_RECORD_BATCH_BYTES
+    app = faust.App(
+        settings.app_id,
+        broker=settings.broker,
+        store="rocksdb://",
+        datadir=str(worker_dir / "faust"),
+        topic_partitions=settings.partitions,
+        topic_replication_factor=1,
+        web_enabled=False,
+        consumer_auto_offset_reset="earliest",
+        processing_guarantee="at_least_once",
+        producer_acks=-1,
+        producer_linger=0.0,
+        broker_commit_every=100,
+        broker_session_timeout=10.0,
+        broker_heartbeat_interval=1.0,
+        broker_rebalance_timeout=10.0,
+        broker_commit_interval=0.5,
+        stream_wait_empty=False,
+        key_serializer="raw",
+        value_serializer="raw",
+        rocksdb_options={"block_cache_size": 8 * 1024 * 1024, "block_cache_compressed_size": 0},
+        **extra,
+    )
+    policy = load_policy(settings)
+    view = FeatureView(RocksStore(worker_dir / "features"))
+    worker_id = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+
+    def raw_topic(name: str) -> Any:
+        return app.topic(settings.topic(name), key_type=bytes, value_type=bytes)
+
+    events = raw_topic("events")
+    query_topic = raw_topic("queries")
+    decisions = raw_topic("decisions")
+    replies = raw_topic("replies")
+    status = raw_topic("status")
+    calls_table = app.Table("calls", default=None, partitions=settings.partitions, key_type=bytes, value_type=bytes)
+    mirror = FactMirror(settings, view, make_consumer)
+
+    async def reply(event: EventT, status_code: int, body: dict[str, Any]) -> None:
+        headers = dict(event.headers or {})
+        partition, corr = headers.get("reply-partition"), headers.get("corr")
+        if partition is None or corr is None:
+            return
+        await replies.send(
+            key=corr, value=orjson.dumps({"status": status_code, "body": body}), partition=int(partition)
+        )
+
+    @app.agent(events, concurrency=1)
+    async def fold_events(stream: Any) -> None:
+        async for event in stream.events():
+            record = orjson.loads(event.value)
+            key = event.key.decode()
+            raw = calls_table.get(key)
+            state = orjson.loads(raw) if raw is not None else None
+            target = calls.alias_target(state, record, view) if record["type"] != "call.started" else None
+            if target is not None:
+                await events.send(key=f"{record['account_id']}:{target}".encode(), value=event.value, headers=event.headers)
+                continue
+            outcome = calls.handle(state, record, view, policy, plan_limits(settings, record["plan"]))
+            sends = [await decisions.send(key=fact["account_id"].encode(), value=orjson.dumps(fact)) for fact in outcome.facts]
+            for fact in outcome.facts:
+                view.apply(fact)
+            if outcome.state is not None:
+                calls_table[key] = orjson.dumps(outcome.state)
+            await reply(event, outcome.status, outcome.body)
+            for sent in sends:
+                await sent
+
+    @app.agent(query_topic, concurrency=1)
+    async def answer_queries(stream: Any) -> None:
+        async for event in stream.events():
+            record = orjson.loads(event.value)
+            status_code, body = queries.answer(record, view, calls_table, settings)
+            await reply(event, status_code, body)
+
+    @app.task
+    async def follow_facts() -> None:
+        await mirror.run()
+
+    @app.timer(1.0, on_leader=False)
+    async def heartbeat() -> None:
+        assignment = app.consumer.assignment() if app.consumer else set()
+        held = sorted(tp.partition for tp in assignment if tp.topic == events.get_topic_name())
+        ready = not app.rebalancing and app.tables.recovery.completed.is_set()
+        record = {"kind": "worker.heartbeat", "worker": worker_id, "partitions": held, "ready": ready}
+        await status.send(key=worker_id.encode(), value=orjson.dumps(record))
+
+    @app.on_before_shutdown.connect
+    async def stopped(app: faust.App, **kwargs: Any) -> None:
+        record = {"kind": "worker.stopped", "worker": worker_id}
+        await asyncio.wait_for(status.send(key=worker_id.encode(), value=orjson.dumps(record)), 1.0)
+
+    return app

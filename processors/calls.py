@@ -1,0 +1,265 @@
+"""The per-call fold: the call record's lifecycle (interface section 3) as pure functions.
+
+`handle` takes the call's current state, the event record and the features it may read, and
+returns what the agent must do: the new state, the facts to append, and the answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from callscreen.plans import PlanLimits
+from callscreen.times import format_ms
+from processors.features import FeatureView
+from processors.policy import Policy
+from processors.scoring import Signals, settle_spam_score, score_start
+
+DAY_MS = 86_400_000
+NOT_ANSWERED = {"busy", "no-answer", "failed", "canceled"}
+
+
+@dataclass
+class Outcome:
+    status: int
+    body: dict[str, Any]
+    state: dict[str, Any] | None = None
+    facts: list[dict[str, Any]] = field(default_factory=list)
+    forward_key: str | None = None
+
+
+def handle(
+    state: dict[str, Any] | None,
+    record: dict[str, Any],
+    view: FeatureView,
+    policy: Policy,
+    limits: PlanLimits,
+) -> Outcome:
+    kind = record["type"]
+    if kind == "call.started":
+        return start(state, record, view, policy, limits)
+    if kind == "call.ended":
+        return end(state, record, view)
+    return Outcome(404, {"error": "unknown_call"}) if state is None else turn(state, record)
+
+
+def alias_target(state: dict[str, Any] | None, record: dict[str, Any], view: FeatureView) -> str | None:
+    """The call this event belongs to when it names the call by its provider id."""
+    if state is not None and state.get("alias_of"):
+        return str(state["alias_of"])
+    if state is not None:
+        return None
+    account = record["account_id"]
+    for candidate in (record["call_id"], record.get("provider_call_id")):
+        if candidate:
+            target = view.provider_alias(account, candidate)
+            if target and target != record["call_id"]:
+                return target
+    return None
+
+
+def start(
+    state: dict[str, Any] | None,
+    record: dict[str, Any],
+    view: FeatureView,
+    policy: Policy,
+    limits: PlanLimits,
+) -> Outcome:
+    account, call_id = record["account_id"], record["call_id"]
+    if state is not None and not state.get("alias_of"):
+        return Outcome(200, {**state["answer"], "duplicate": True})
+    decided = view.decision(account, call_id)
+    if decided is not None:
+        # The fact was appended but the table write was lost: rebuild the record, never re-decide.
+        return Outcome(200, {**decided["answer"], "duplicate": True}, state=new_call(record, decided["answer"]))
+    number, at = record["number"], record["at"]
+    numbers = view.numbers(account)
+    created = number not in numbers
+    if created and not record["register"]:
+        return Outcome(409, {"error": "not_protected"})
+    if created and len(numbers) >= limits.numbers:
+        return Outcome(402, {"error": "number_limit", "cap": limits.numbers})
+    day = at - at % DAY_MS
+    used = view.scored_on(account, day)
+    if used >= limits.daily_starts:
+        answer: dict[str, Any] = {
+            "call_id": call_id,
+            "score": 0.0,
+            "action": "allow",
+            "thresholds": {"review": policy.review, "reject": policy.reject},
+            "reasons": ["capped"],
+            "block": None,
+            "checks": {},
+            "prior": None,
+            "capped": True,
+            "cap": {"allowance": limits.daily_starts, "used": used, "resets_at": format_ms(day + DAY_MS)},
+        }
+    else:
+        answer = {"call_id": call_id, **score_start(signals(record, view, policy), policy)}
+    fact = {
+        "kind": "call.decided",
+        "id": record["id"],
+        "account_id": account,
+        "call_id": call_id,
+        "number": number,
+        "caller": record["caller"],
+        "direction": record["direction"],
+        "provider_call_id": record.get("provider_call_id"),
+        "quiet": record["quiet"],
+        "at": at,
+        "number_created": created,
+        "answer": answer,
+    }
+    return Outcome(200, answer, state=new_call(record, answer), facts=[fact])
+
+
+def signals(record: dict[str, Any], view: FeatureView, policy: Policy) -> Signals:
+    account, number, caller, at = record["account_id"], record["number"], record["caller"], record["at"]
+    caller_info, number_info = record["caller_info"], record["number_info"]
+    attrs = record.get("attrs") or {}
+    earlier = view.caller_calls(account, number, caller, at - policy.rate_window_ms, at)
+    history = view.history(caller)
+    digits = policy.neighbor_digits
+    neighbor = (
+        caller != number
+        and caller_info["country"] == number_info["country"]
+        and caller_info["national"][:digits] == number_info["national"][:digits]
+    )
+    return Signals(
+        at=at,
+        trusted=bool(record.get("trusted")),
+        attestation=attrs.get("attestation"),
+        caller_valid=caller_info["valid"],
+        self_call=caller == number,
+        neighbor=neighbor,
+        premium=caller_info["premium"],
+        forwarded=bool(attrs.get("forwarded_from")),
+        caller_calls_10m=earlier + 1,
+        history=history,
+        checks={
+            "caller_calls_10m": earlier + 1,
+            "network_calls": history.calls,
+            "network_accounts": view.network_accounts(caller),
+        },
+    )
+
+
+def new_call(record: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "account_id": record["account_id"],
+        "call_id": record["call_id"],
+        "provider_call_id": record.get("provider_call_id"),
+        "to": record["to"],
+        "from": record["from"],
+        "number": record["number"],
+        "caller": record["caller"],
+        "direction": record["direction"],
+        "plan": record["plan"],
+        "started_at": record["at"],
+        "ended_at": None,
+        "reason": None,
+        "source": record["source"],
+        "cost": record.get("cost"),
+        "cost_breakdown": record.get("cost_breakdown"),
+        "attrs": record.get("attrs") or {},
+        "quiet": record["quiet"],
+        "state": "open",
+        "score": answer["score"],
+        "action": answer["action"],
+        "capped": bool(answer.get("capped")),
+        "spam_score": None if answer.get("capped") else int(round(answer["score"] * 100)),
+        "reasons": list(answer["reasons"]),
+        "answer": answer,
+        "live": new_live(),
+    }
+
+
+def new_live() -> dict[str, Any]:
+    return {"user_turns": 0, "agent_turns": 0, "interruptions": 0, "flags": [], "score": 0.0, "seen": []}
+
+
+def merge_cost(call: dict[str, Any], record: dict[str, Any]) -> None:
+    """The larger total is kept; a platform breakdown replaces, a carrier's price only fills gaps."""
+    cost = record.get("cost")
+    if cost is not None and (call["cost"] is None or cost > call["cost"]):
+        call["cost"] = cost
+    breakdown = record.get("cost_breakdown")
+    if not breakdown:
+        return
+    if set(breakdown) - {"carrier"}:
+        call["cost_breakdown"] = dict(breakdown)
+    else:
+        existing = dict(call["cost_breakdown"] or {})
+        for part, amount in breakdown.items():
+            existing.setdefault(part, amount)
+        call["cost_breakdown"] = existing
+
+
+def end(state: dict[str, Any] | None, record: dict[str, Any], view: FeatureView) -> Outcome:
+    if state is None:
+        return Outcome(404, {"error": "unknown_call"})
+    call = dict(state)
+    if call["state"] == "ended":
+        return Outcome(200, {"call_id": call["call_id"], "duration_s": call["duration_s"], "spam_score": call["spam_score"], "duplicate": True})
+    merge_cost(call, record)
+    call["attrs"] = {**call["attrs"], **(record.get("attrs") or {})}
+    call["ended_at"] = record["at"]
+    call["reason"] = record["reason"]
+    call["state"] = "ended"
+    duration = max(0, round((record["at"] - call["started_at"]) / 1000))
+    call["duration_s"] = duration
+    live = call["live"]
+    start_score = None if call["capped"] else call["score"]
+    call["spam_score"] = settle_spam_score(
+        start_score=start_score,
+        live_score=live["score"],
+        duration_s=duration,
+        answered=record["reason"] not in NOT_ANSWERED,
+        machine_inbound=call["direction"] == "inbound" and call["attrs"].get("answered_by") == "machine_start",
+        flags=live["flags"],
+        two_sided=live["user_turns"] >= 2 and live["agent_turns"] >= 2,
+    )
+    fact = {
+        "kind": "call.settled",
+        "id": record["id"],
+        "account_id": call["account_id"],
+        "call_id": call["call_id"],
+        "number": call["number"],
+        "caller": call["caller"],
+        "at": record["at"],
+        "duration_s": duration,
+        "spam_score": call["spam_score"],
+        "cost": call["cost"],
+        "quiet": call["quiet"],
+    }
+    body = {"call_id": call["call_id"], "duration_s": duration, "spam_score": call["spam_score"]}
+    return Outcome(200, body, state=call, facts=[fact])
+
+
+def turn(state: dict[str, Any], record: dict[str, Any]) -> Outcome:
+    """Turn events until the live monitor lands: counted, answered with the picture so far."""
+    call = dict(state)
+    live = dict(call["live"])
+    if call["plan"] != "guard" and record.get("plan") != "guard":
+        return Outcome(200, {**live_body(call), "ignored": True, "why": "live_monitor_is_guard"})
+    if record["id"] in live["seen"]:
+        return Outcome(200, live_body(call))
+    live["seen"] = [*live["seen"], record["id"]]
+    if record["type"] == "interruption":
+        live["interruptions"] += 1
+    elif record["type"] == "turn.started":
+        live["user_turns" if record["role"] == "user" else "agent_turns"] += 1
+    call["live"] = live
+    return Outcome(200, live_body(call), state=call)
+
+
+def live_body(call: dict[str, Any]) -> dict[str, Any]:
+    live = call["live"]
+    return {
+        "flags": live["flags"],
+        "score": live["score"],
+        "spam_score": call["spam_score"],
+        "user_turns": live["user_turns"],
+        "agent_turns": live["agent_turns"],
+        "interruptions": live["interruptions"],
+    }

@@ -1,0 +1,116 @@
+"""Starting the real service for tests: `callscreen run` as a child process, and its accounts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from callscreen.admin import Admin
+from callscreen.broker import BROKER_FILE, free_port
+from callscreen.settings import Settings, load_settings
+
+READY_PREFIX = "callscreen ready on "
+START_TIMEOUT_S = 120.0
+
+
+@dataclass
+class RunningService:
+    """A `callscreen run` process: its base URL, its settings and its output."""
+
+    process: subprocess.Popen[str]
+    base_url: str
+    settings: Settings
+    data_dir: Path
+    stdout_lines: list[str] = field(default_factory=list)
+
+    def stop(self, timeout_s: float = 15.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=timeout_s)
+
+
+def start_service(data_dir: Path, broker: str = "", *extra: str, env: dict[str, str] | None = None) -> RunningService:
+    """Start `callscreen run` and return once it printed its ready line."""
+    port = free_port()
+    command = [sys.executable, "-m", "callscreen.cli", "run", "--port", str(port), "--data-dir", str(data_dir), *extra]
+    if broker:
+        command += ["--broker", broker]
+    log = open(data_dir.parent / f"{data_dir.name}.log", "a")
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    log.close()
+    lines: list[str] = []
+    deadline = time.monotonic() + START_TIMEOUT_S
+    assert process.stdout is not None
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"callscreen run exited early ({process.wait()}); see {data_dir}.log")
+        lines.append(line)
+        if line.startswith(READY_PREFIX):
+            break
+    else:
+        process.kill()
+        raise TimeoutError("callscreen run did not get ready")
+    base_url = lines[-1][len(READY_PREFIX) :].strip()
+    if broker:
+        broker_url, embedded = broker, os.environ.get("CALLSCREEN_EMBEDDED_BROKER") == "1"
+    else:
+        broker_url, embedded = json.loads((data_dir / BROKER_FILE).read_text())["broker"], True
+    settings = load_settings().with_overrides(broker=broker_url, embedded_broker=embedded, data_dir=str(data_dir))
+    return RunningService(process, base_url, settings, data_dir, lines)
+
+
+@dataclass
+class AccountKeys:
+    account_id: str
+    key: str
+    key_id: str
+    ingest_token: str
+    signing_secret: str
+    plan: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+
+async def create_account(
+    settings: Settings, http: aiohttp.ClientSession, base_url: str, plan: str = "guard"
+) -> AccountKeys:
+    """A fresh account, returned once the edge accepts its key (the contract allows one second)."""
+    async with Admin(settings) as admin:
+        created = await admin.account_create(plan, "test")
+    account = AccountKeys(**{k: created[k] for k in ("account_id", "key", "key_id", "ingest_token", "signing_secret", "plan")})
+    await wait_for_status(http, "GET", f"{base_url}/v1/account", 200, headers=account.headers)
+    return account
+
+
+async def wait_for_status(
+    http: aiohttp.ClientSession, method: str, url: str, status: int, timeout_s: float = 1.0, **kwargs: Any
+) -> float:
+    """Seconds until `url` answers `status`; fails past the timeout the contract allows."""
+    started = time.monotonic()
+    last = None
+    while time.monotonic() - started < timeout_s:
+        async with http.request(method, url, **kwargs) as response:
+            last = response.status
+            if last == status:
+                return time.monotonic() - started
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{method} {url} still answered {last}, not {status}, after {timeout_s}s")
