@@ -1,0 +1,84 @@
+"""The admin command line: one JSON object on stdout and exit 0, or `{"error"}` on stderr."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from typing import Any
+
+import aiohttp
+import orjson
+
+from tests.service import AccountKeys, RunningService, wait_for_status
+
+
+async def cli(service: RunningService, *args: str) -> tuple[int, Any, str]:
+    """Run `callscreen ARGS --data-dir <the service's>` so it finds the broker `run` recorded."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "callscreen.cli", *args, "--data-dir", str(service.data_dir),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ},
+    )
+    out, err = await process.communicate()
+    code = await process.wait()
+    return code, orjson.loads(out) if out.strip() else None, err.decode()
+
+
+async def test_account_create_prints_credentials_once(
+    service: RunningService, http: aiohttp.ClientSession, base_url: str
+) -> None:
+    code, created, _ = await cli(service, "account", "create", "--plan", "watch", "--name", "acme")
+    assert code == 0
+    assert set(created) >= {"account_id", "key", "ingest_token", "signing_secret", "plan"}
+    assert created["plan"] == "watch"
+    assert created["key"].startswith("cs_live_") and len(created["key"]) == 40
+    assert created["ingest_token"].startswith("cs_ing_")
+    assert created["signing_secret"].startswith("whsec_")
+    assert created["account_id"].startswith("acct_") and len(created["account_id"]) == 21
+    await wait_for_status(http, "GET", f"{base_url}/v1/account", 200, headers={"Authorization": f"Bearer {created['key']}"})
+
+
+async def test_plan_set_takes_effect_within_a_second(
+    service: RunningService, http: aiohttp.ClientSession, base_url: str, account: AccountKeys
+) -> None:
+    code, out, _ = await cli(service, "plan", "set", "--account", account.account_id, "--plan", "watch")
+    assert (code, out) == (0, {"account_id": account.account_id, "plan": "watch"})
+    for _ in range(50):
+        async with http.get(f"{base_url}/v1/account", headers=account.headers) as r:
+            if (await r.json())["plan"] == "watch":
+                return
+        await asyncio.sleep(0.02)
+    raise AssertionError("plan change not visible within a second")
+
+
+async def test_secret_show_and_rotate(service: RunningService, account: AccountKeys) -> None:
+    code, shown, _ = await cli(service, "secret", "show", "--account", account.account_id)
+    assert (code, shown) == (0, {"signing_secret": account.signing_secret})
+    code, rotated, _ = await cli(service, "secret", "rotate", "--account", account.account_id)
+    assert code == 0
+    assert rotated["signing_secret"].startswith("whsec_")
+    assert rotated["signing_secret"] != account.signing_secret
+    code, shown, _ = await cli(service, "secret", "show", "--account", account.account_id)
+    assert shown == {"signing_secret": rotated["signing_secret"]}
+
+
+async def test_trusted_and_key_commands(service: RunningService, account: AccountKeys) -> None:
+    code, out, _ = await cli(service, "trusted", "add", "--account", account.account_id, "--number", "+1 (212) 555-0123")
+    assert (code, out) == (0, {"account_id": account.account_id, "number": "+12125550123", "trusted": True})
+    code, key, _ = await cli(service, "key", "create", "--account", account.account_id, "--scope", "read", "--label", "bi")
+    assert code == 0
+    assert key["key"].startswith("cs_read_") and key["scope"] == "read" and key["label"] == "bi"
+    code, out, _ = await cli(service, "key", "revoke", "--account", account.account_id, "--key-id", key["key_id"])
+    assert (code, out) == (0, {"key_id": key["key_id"], "revoked": True})
+    code, token, _ = await cli(service, "token", "rotate", "--account", account.account_id, "--kind", "gate", "--number", "+14155552671")
+    assert code == 0 and token["token"].startswith("cs_gate_")
+
+
+async def test_refusals_print_json_errors_and_exit_non_zero(service: RunningService, account: AccountKeys) -> None:
+    code, out, err = await cli(service, "key", "revoke", "--account", "acct_nope", "--key-id", "key_x")
+    assert code != 0 and out is None
+    assert orjson.loads(err) == {"error": "unknown_account"}
+    code, out, err = await cli(service, "trusted", "add", "--account", account.account_id, "--number", "555-0123")
+    assert code != 0
+    assert orjson.loads(err) == {"error": "invalid_number"}

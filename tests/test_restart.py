@@ -1,0 +1,49 @@
+"""Restarting against the same broker keeps accounts, keys and call records (the log is the truth)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from callscreen.broker import EmbeddedBroker
+from tests.service import RunningService, create_account, start_service
+
+EMBEDDED = {"CALLSCREEN_EMBEDDED_BROKER": "1"}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    own = EmbeddedBroker(tmp_path_factory.mktemp("broker"))
+    own.start()
+    yield own.url
+    own.stop()
+
+
+async def test_restart_keeps_accounts_keys_and_calls(
+    broker: str, tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
+    data_dir = tmp_path / "data"
+    first: RunningService = start_service(data_dir, broker, env=EMBEDDED)
+    try:
+        account = await create_account(first.settings, http, first.base_url)
+        start = {"type": "call.started", "call_id": "r-1", "to": "+14155552671", "from": "+12125550123"}
+        async with http.post(f"{first.base_url}/v1/events", json=start, headers=account.headers) as r:
+            assert r.status == 200
+            decided = await r.json()
+    finally:
+        assert first.stop() == 0
+    second = start_service(data_dir, broker, env=EMBEDDED)
+    try:
+        async with http.get(f"{second.base_url}/v1/account", headers=account.headers) as r:
+            assert r.status == 200
+            body = await r.json()
+        assert body["numbers"]["used"] == 1
+        assert body["scoring"]["used_today"] == 1
+        async with http.post(f"{second.base_url}/v1/events/{account.ingest_token}", json=start) as r:
+            assert r.status == 200
+            assert await r.json() == {**decided, "duplicate": True}
+    finally:
+        assert second.stop() == 0
