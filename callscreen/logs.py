@@ -36,6 +36,9 @@ def configure(level: str = "INFO", role: str = "") -> None:
     # aiokafka logs every connection hiccup at ERROR; its own retry logic covers them.
     logging.getLogger("aiokafka").setLevel("WARNING")
     logging.getLogger("aiohttp.access").setLevel("WARNING")
+    # Faust narrates every service start and stop at INFO; keep its warnings and errors.
+    logging.getLogger("faust").setLevel("WARNING")
+    logging.getLogger("mode").setLevel("WARNING")
     if role:
         handler.addFilter(_RoleFilter(role))
 

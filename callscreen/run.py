@@ -25,14 +25,21 @@ log = logging.getLogger("callscreen.run")
 STOP_GRACE_S = 6.0
 
 
-def start_workers(settings: Settings) -> list[subprocess.Popen[bytes]]:
-    processes = []
-    for index in range(settings.workers):
-        env = {**os.environ, **to_env(settings.with_overrides(worker_index=index, role="worker"))}
-        command = [sys.executable, "-m", "callscreen.cli", "run", "--role", "worker"]
-        # The ready line and the demo key own stdout; a worker's console output goes to stderr.
-        processes.append(subprocess.Popen(command, env=env, stdout=sys.stderr))
-    return processes
+def start_worker(settings: Settings, index: int) -> subprocess.Popen[bytes]:
+    env = {**os.environ, **to_env(settings.with_overrides(worker_index=index, role="worker"))}
+    command = [sys.executable, "-m", "callscreen.cli", "run", "--role", "worker"]
+    # The ready line and the demo key own stdout; a worker's console output goes to stderr.
+    return subprocess.Popen(command, env=env, stdout=sys.stderr)
+
+
+async def supervise(settings: Settings, workers: list[subprocess.Popen[bytes]], stop: asyncio.Event) -> None:
+    """Restart a worker that died; the log and its committed offsets let it resume where it was."""
+    while not stop.is_set():
+        for index, process in enumerate(workers):
+            if process.poll() is not None:
+                log.warning("worker exited; restarting it", extra={"worker": index, "code": process.returncode})
+                workers[index] = start_worker(settings, index)
+        await asyncio.sleep(0.5)
 
 
 def stop_processes(processes: list[subprocess.Popen[bytes]]) -> None:
@@ -106,8 +113,8 @@ def run(settings: Settings, demo: bool = False) -> int:
     try:
         asyncio.run(ensure_topics(settings))
         if settings.role == "all":
-            workers = start_workers(settings)
-        asyncio.run(_serve_until_signal(settings, demo))
+            workers = [start_worker(settings, index) for index in range(settings.workers)]
+        asyncio.run(_serve_until_signal(settings, demo, workers))
     finally:
         stop_processes(workers)
         if broker is not None:
@@ -115,9 +122,13 @@ def run(settings: Settings, demo: bool = False) -> int:
     return 0
 
 
-async def _serve_until_signal(settings: Settings, demo: bool) -> None:
+async def _serve_until_signal(settings: Settings, demo: bool, workers: list[subprocess.Popen[bytes]]) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await serve_edge(settings, stop, demo)
+    watcher = asyncio.create_task(supervise(settings, workers, stop))
+    try:
+        await serve_edge(settings, stop, demo)
+    finally:
+        watcher.cancel()

@@ -1,0 +1,1 @@
+"""Alert delivery: signed webhooks for the alerts topic."""
