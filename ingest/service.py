@@ -38,6 +38,8 @@ class Edge:
         self.read_limiter = RateLimiter(settings.reads_per_minute)
         self.event_limiter = RateLimiter(settings.events_per_minute)
         self.workers: dict[str, tuple[float, frozenset[int], bool]] = {}
+        self.last_write_ok = 0.0
+        self._probe: asyncio.Task[None] | None = None
 
     def _fold_account(self, record: dict[str, Any]) -> None:
         apply(self.accounts, record)
@@ -57,16 +59,32 @@ class Edge:
         await self.accounts_follower.start()
         await self.status_follower.start()
         await self.accounts_follower.caught_up()
+        self._probe = asyncio.create_task(self._probe_writes(), name="write probe")
+
+    async def _probe_writes(self) -> None:
+        """Health needs proof that the log takes writes: append a small heartbeat every second."""
+        record = orjson.dumps({"kind": "edge.heartbeat", "edge": self.replies.edge_id})
+        while True:
+            try:
+                await self.producer.send_and_wait(self.settings.topic("status"), record, key=self.replies.edge_id.encode())
+                self.last_write_ok = time.monotonic()
+            except KafkaError as exc:
+                log.warning("broker refused a write", extra={"error": type(exc).__name__})
+            await asyncio.sleep(1.0)
 
     async def stop(self) -> None:
+        if self._probe is not None:
+            self._probe.cancel()
         await self.status_follower.stop()
         await self.accounts_follower.stop()
         await self.replies.stop()
         await self.producer.stop()
 
     def healthy(self) -> bool:
-        """True when every events partition is held by a live, recovered worker."""
+        """True when the broker takes writes and every events partition is held by a ready worker."""
         now = time.monotonic()
+        if now - self.last_write_ok > HEARTBEAT_STALE_S:
+            return False
         held: set[int] = set()
         for seen, parts, ready in self.workers.values():
             if ready and now - seen < HEARTBEAT_STALE_S:
