@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 
 from callscreen.settings import Settings
-from ingest import routes_account, routes_events, routes_ops
+from ingest import routes_account, routes_events, routes_ops, routes_reads
 from ingest.errors import ApiError
 from ingest.service import EDGE, Edge
 
@@ -79,4 +79,5 @@ def init_app(settings: Settings) -> web.Application:
     routes_ops.add_routes(app)
     routes_account.add_routes(app)
     routes_events.add_routes(app)
+    routes_reads.add_routes(app)
     return app

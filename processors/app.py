@@ -16,7 +16,7 @@ from faust.types import EventT
 from callscreen.kafka import SINGLE_RECORD_BATCH_BYTES, make_consumer
 from callscreen.plans import plan_limits
 from callscreen.settings import Settings
-from processors import calls, queries
+from processors import call_index, calls, queries
 from processors.faust_tuning import set_fetch_max_wait
 from processors.features import FeatureView
 from processors.mirror import FactMirror
@@ -67,6 +67,22 @@ def create_app(settings: Settings, worker_dir: Path) -> faust.App:
     replies = raw_topic("replies")
     status = raw_topic("status")
     calls_table = app.Table("calls", default=None, partitions=settings.partitions, key_type=bytes, value_type=bytes)
+    index_table = app.Table("call_index", default=None, partitions=settings.partitions, key_type=bytes, value_type=bytes)
+
+    def read(table: Any, key: str) -> Any:
+        raw = table.get(key.encode())
+        return orjson.loads(raw) if raw is not None else None
+
+    def write(table: Any, key: str, value: Any) -> None:
+        table[key.encode()] = orjson.dumps(value)
+
+    def index_call(call: dict[str, Any], partition: int) -> None:
+        account, at = call["account_id"], call["started_at"]
+        days = call_index.days_key(account, partition)
+        write(index_table, days, call_index.with_day(read(index_table, days) or [], at))
+        day = call_index.day_key(account, partition, at - at % call_index.DAY_MS)
+        entry = [at, call["call_id"], call["number"], call["caller"], call["action"]]
+        write(index_table, day, call_index.with_entry(read(index_table, day) or [], entry))
     mirror = FactMirror(settings, view, make_consumer)
 
     async def reply(event: EventT, status_code: int, body: dict[str, Any]) -> None:
@@ -83,9 +99,8 @@ def create_app(settings: Settings, worker_dir: Path) -> faust.App:
         async for event in stream.events():
             record = orjson.loads(event.value)
             key = event.key.decode()
-            raw = calls_table.get(key)
-            state = orjson.loads(raw) if raw is not None else None
-            target = calls.alias_target(state, record, view) if record["type"] != "call.started" else None
+            state = read(calls_table, key)
+            target = calls.alias_target(state, record, view)
             if target is not None:
                 await events.send(key=f"{record['account_id']}:{target}".encode(), value=event.value, headers=event.headers)
                 continue
@@ -94,7 +109,9 @@ def create_app(settings: Settings, worker_dir: Path) -> faust.App:
             for fact in outcome.facts:
                 view.apply(fact)
             if outcome.state is not None:
-                calls_table[key] = orjson.dumps(outcome.state)
+                write(calls_table, key, outcome.state)
+                if state is None:
+                    index_call(outcome.state, event.message.partition)
             await reply(event, outcome.status, outcome.body)
             for sent in sends:
                 await sent
@@ -103,7 +120,15 @@ def create_app(settings: Settings, worker_dir: Path) -> faust.App:
     async def answer_queries(stream: Any) -> None:
         async for event in stream.events():
             record = orjson.loads(event.value)
-            status_code, body = queries.answer(record, view, calls_table, settings)
+            status_code, body = queries.answer(
+                record,
+                event.message.partition,
+                view,
+                lambda key: read(calls_table, key),
+                lambda key: read(index_table, key),
+                settings,
+                policy,
+            )
             await reply(event, status_code, body)
 
     @app.task

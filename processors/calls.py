@@ -253,6 +253,11 @@ def turn(state: dict[str, Any], record: dict[str, Any]) -> Outcome:
     return Outcome(200, live_body(call), state=call)
 
 
+def call_reasons(call: dict[str, Any]) -> list[str]:
+    """The start's reasons, then each live flag as `live_<flag>`."""
+    return [*call["reasons"], *(f"live_{flag}" for flag in call["live"]["flags"])]
+
+
 def live_body(call: dict[str, Any]) -> dict[str, Any]:
     live = call["live"]
     return {
