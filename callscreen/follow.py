@@ -24,7 +24,8 @@ class TopicFollower:
         self.settings = settings
         self.topic = topic
         self.fold = fold
-        self.consumer = make_consumer(settings)
+        # Followers are off the answer path: a longer broker wait keeps an idle service quiet.
+        self.consumer = make_consumer(settings, fetch_max_wait_ms=settings.follow_max_wait_ms)
         self._task: asyncio.Task[None] | None = None
         self._targets: dict[TopicPartition, int] = {}
         self._caught_up = asyncio.Event()

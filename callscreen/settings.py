@@ -34,7 +34,9 @@ class Settings:
     role: str = "all"
     # Answer path.
     answer_deadline_s: float = 2.0
+    # The broker holds an empty fetch this long: short on the answer path, longer for followers.
     fetch_max_wait_ms: int = 5
+    follow_max_wait_ms: int = 50
     max_body_bytes: int = 65536
     max_future_at_s: int = 300
     # Rate limits (decisions.md section 5).

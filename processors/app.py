@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import faust
+from aiokafka import AIOKafkaProducer
 import orjson
 from faust.types import EventT
 
-from callscreen.kafka import SINGLE_RECORD_BATCH_BYTES, make_consumer
+from callscreen.kafka import SINGLE_RECORD_BATCH_BYTES, make_consumer, make_producer
 from callscreen.plans import plan_limits
 from callscreen.settings import Settings
 from processors import call_index, calls, queries
@@ -24,6 +25,32 @@ from processors.policy import load_policy
 from processors.store import RocksStore
 
 log = logging.getLogger("callscreen.worker")
+
+
+class DirectProducer:
+    """A plain aiokafka producer for replies and facts.
+
+    Faust's producer queues sends in a buffer flushed by a background task, which added
+    milliseconds to every answer; the answer path sends directly instead.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.producer: AIOKafkaProducer | None = None
+        self.lock = asyncio.Lock()
+
+    async def get(self) -> AIOKafkaProducer:
+        if self.producer is None:
+            async with self.lock:
+                if self.producer is None:
+                    producer = make_producer(self.settings)
+                    await producer.start()
+                    self.producer = producer
+        return self.producer
+
+    async def stop(self) -> None:
+        if self.producer is not None:
+            await self.producer.stop()
 
 
 def create_app(settings: Settings, worker_dir: Path) -> faust.App:
@@ -63,8 +90,8 @@ def create_app(settings: Settings, worker_dir: Path) -> faust.App:
 
     events = raw_topic("events")
     query_topic = raw_topic("queries")
-    decisions = raw_topic("decisions")
-    replies = raw_topic("replies")
+    decisions_topic = settings.topic("decisions")
+    replies_topic = settings.topic("replies")
     status = raw_topic("status")
     calls_table = app.Table("calls", default=None, partitions=settings.partitions, key_type=bytes, value_type=bytes)
     index_table = app.Table("call_index", default=None, partitions=settings.partitions, key_type=bytes, value_type=bytes)
@@ -85,13 +112,16 @@ def create_app(settings: Settings, worker_dir: Path) -> faust.App:
         write(index_table, day, call_index.with_entry(read(index_table, day) or [], entry))
     mirror = FactMirror(settings, view, make_consumer)
 
+    direct = DirectProducer(settings)
+
     async def reply(event: EventT, status_code: int, body: dict[str, Any]) -> None:
         headers = dict(event.headers or {})
         partition, corr = headers.get("reply-partition"), headers.get("corr")
         if partition is None or corr is None:
             return
-        await replies.send(
-            key=corr, value=orjson.dumps({"status": status_code, "body": body}), partition=int(partition)
+        producer = await direct.get()
+        await producer.send(
+            replies_topic, orjson.dumps({"status": status_code, "body": body}), key=corr, partition=int(partition)
         )
 
     @app.agent(events, concurrency=1)
@@ -105,7 +135,11 @@ def create_app(settings: Settings, worker_dir: Path) -> faust.App:
                 await events.send(key=f"{record['account_id']}:{target}".encode(), value=event.value, headers=event.headers)
                 continue
             outcome = calls.handle(state, record, view, policy, plan_limits(settings, record["plan"]))
-            sends = [await decisions.send(key=fact["account_id"].encode(), value=orjson.dumps(fact)) for fact in outcome.facts]
+            producer = await direct.get()
+            sends = [
+                await producer.send(decisions_topic, orjson.dumps(fact), key=fact["account_id"].encode())
+                for fact in outcome.facts
+            ]
             for fact in outcome.facts:
                 view.apply(fact)
             if outcome.state is not None:
@@ -147,5 +181,6 @@ def create_app(settings: Settings, worker_dir: Path) -> faust.App:
     async def stopped(app: faust.App, **kwargs: Any) -> None:
         record = {"kind": "worker.stopped", "worker": worker_id}
         await asyncio.wait_for(status.send(key=worker_id.encode(), value=orjson.dumps(record)), 1.0)
+        await direct.stop()
 
     return app

@@ -27,7 +27,7 @@ class FactMirror:
         self.make_consumer = consumer
 
     async def run(self) -> None:
-        self.consumer = self.make_consumer(self.settings)
+        self.consumer = self.make_consumer(self.settings, fetch_max_wait_ms=self.settings.follow_max_wait_ms)
         await self.consumer.start()
         try:
             partitions = [TopicPartition(self.topic, p) for p in range(self.settings.partitions)]
