@@ -22,6 +22,15 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     own.stop()
 
 
+async def snapshot(http: aiohttp.ClientSession, base_url: str, headers: dict[str, str]) -> list[object]:
+    answers = []
+    for path in ("/v1/calls/r-1", "/v1/calls/r-2", "/v1/calls", "/v1/numbers"):
+        async with http.get(f"{base_url}{path}", headers=headers) as r:
+            assert r.status == 200
+            answers.append(await r.json())
+    return answers
+
+
 async def test_restart_keeps_accounts_keys_and_calls(
     broker: str, tmp_path: Path, http: aiohttp.ClientSession
 ) -> None:
@@ -33,6 +42,12 @@ async def test_restart_keeps_accounts_keys_and_calls(
         async with http.post(f"{first.base_url}/v1/events", json=start, headers=account.headers) as r:
             assert r.status == 200
             decided = await r.json()
+        ended = {"type": "call.ended", "call_id": "r-1", "cost": 0.4}
+        async with http.post(f"{first.base_url}/v1/events", json={**start, "call_id": "r-2"}, headers=account.headers) as r:
+            assert r.status == 200
+        async with http.post(f"{first.base_url}/v1/events", json=ended, headers=account.headers) as r:
+            assert r.status == 200
+        before = await snapshot(http, first.base_url, account.headers)
     finally:
         assert first.stop() == 0
     second = start_service(data_dir, broker, env=EMBEDDED)
@@ -41,9 +56,13 @@ async def test_restart_keeps_accounts_keys_and_calls(
             assert r.status == 200
             body = await r.json()
         assert body["numbers"]["used"] == 1
-        assert body["scoring"]["used_today"] == 1
+        assert body["scoring"]["used_today"] == 2
+        assert await snapshot(http, second.base_url, account.headers) == before
         async with http.post(f"{second.base_url}/v1/events/{account.ingest_token}", json=start) as r:
             assert r.status == 200
             assert await r.json() == {**decided, "duplicate": True}
+        async with http.post(f"{second.base_url}/v1/events", json=ended, headers=account.headers) as r:
+            assert r.status == 200
+            assert (await r.json())["duplicate"] is True
     finally:
         assert second.stop() == 0
