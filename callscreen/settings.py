@@ -51,6 +51,22 @@ class Settings:
     review_threshold: float = 0.5
     reject_threshold: float = 0.8
     policy_file: str = ""
+    # Live monitor thresholds (decisions.md section 8).
+    live_recording_s: float = 45.0
+    live_recording_words: int = 120
+    live_monologue_turns: int = 3
+    live_monologue_s: float = 20.0
+    live_monologue_words: int = 60
+    live_barge_count: int = 6
+    live_barge_window_s: float = 60.0
+    live_rapid_count: int = 8
+    live_rapid_window_s: float = 10.0
+    live_repeat_count: int = 3
+    live_silent_s: float = 60.0
+    live_one_sided_words: int = 200
+    live_one_sided_ratio: float = 0.10
+    max_call_turns: int = 3000
+    silent_sweep_s: float = 1.0
     # Webhooks (decisions.md section 10).
     webhook_timeout_s: float = 8.0
     webhook_ca_file: str = ""

@@ -17,14 +17,18 @@ from faust.types import EventT
 from callscreen.kafka import SINGLE_RECORD_BATCH_BYTES, make_consumer, make_producer
 from callscreen.plans import plan_limits
 from callscreen.settings import Settings
+from callscreen.times import now_ms
 from processors import call_index, calls, queries
 from processors.faust_tuning import set_fetch_max_wait
 from processors.features import FeatureView
+from processors.live import thresholds_from
 from processors.mirror import FactMirror
 from processors.policy import load_policy
 from processors.store import RocksStore
 
 log = logging.getLogger("callscreen.worker")
+
+TICK_REPEAT_MS = 5000
 
 
 class DirectProducer:
@@ -89,12 +93,17 @@ def create_app(settings: Settings, worker_dir: Path) -> faust.App:
         return app.topic(settings.topic(name), key_type=bytes, value_type=bytes)
 
     events = raw_topic("events")
+    events_topic_name = settings.topic("events")
     query_topic = raw_topic("queries")
     decisions_topic = settings.topic("decisions")
     replies_topic = settings.topic("replies")
     status = raw_topic("status")
     calls_table = app.Table("calls", default=None, partitions=settings.partitions, key_type=bytes, value_type=bytes)
     index_table = app.Table("call_index", default=None, partitions=settings.partitions, key_type=bytes, value_type=bytes)
+    sweep_table = app.Table("sweeps", default=None, partitions=settings.partitions, key_type=bytes, value_type=bytes)
+    live_rules = thresholds_from(settings)
+    alerts_topic = settings.topic("alerts")
+    ticked: dict[str, float] = {}
 
     def read(table: Any, key: str) -> Any:
         raw = table.get(key.encode())
@@ -134,11 +143,16 @@ def create_app(settings: Settings, worker_dir: Path) -> faust.App:
             if target is not None:
                 await events.send(key=f"{record['account_id']}:{target}".encode(), value=event.value, headers=event.headers)
                 continue
-            outcome = calls.handle(state, record, view, policy, plan_limits(settings, record["plan"]))
+            outcome = calls.handle(
+                state, record, view, policy, plan_limits(settings, record.get("plan", "")), live_rules, settings.max_call_turns
+            )
             producer = await direct.get()
             sends = [
                 await producer.send(decisions_topic, orjson.dumps(fact), key=fact["account_id"].encode())
                 for fact in outcome.facts
+            ] + [
+                await producer.send(alerts_topic, orjson.dumps(alert), key=alert["account_id"].encode())
+                for alert in outcome.alerts
             ]
             for fact in outcome.facts:
                 view.apply(fact)
@@ -146,9 +160,39 @@ def create_app(settings: Settings, worker_dir: Path) -> faust.App:
                 write(calls_table, key, outcome.state)
                 if state is None:
                     index_call(outcome.state, event.message.partition)
+                watch(key, calls.sweep_due(outcome.state, live_rules), event.message.partition)
             await reply(event, outcome.status, outcome.body)
             for sent in sends:
                 await sent
+
+    def watch(key: str, due: int | None, partition: int) -> None:
+        name = f"sweep|{partition}"
+        entries = read(sweep_table, name) or {}
+        if due is None and key not in entries:
+            return
+        if due is None:
+            del entries[key]
+        else:
+            entries[key] = due
+        write(sweep_table, name, entries)
+
+    @app.timer(settings.silent_sweep_s, on_leader=False)
+    async def sweep() -> None:
+        """Appends a tick for each call whose silence may have tripped a flag; the fold decides."""
+        if app.consumer is None or app.rebalancing:
+            return
+        now = now_ms()
+        producer = await direct.get()
+        for tp in app.consumer.assignment():
+            if tp.topic != events.get_topic_name():
+                continue
+            for key, due in (read(sweep_table, f"sweep|{tp.partition}") or {}).items():
+                if due > now or now - ticked.get(key, 0.0) < TICK_REPEAT_MS:
+                    continue
+                ticked[key] = now
+                account, call_id = key.split(":", 1)
+                tick = {"type": "tick", "id": uuid.uuid4().hex, "at": now, "account_id": account, "call_id": call_id}
+                await producer.send(events_topic_name, orjson.dumps(tick), key=key.encode(), partition=tp.partition)
 
     @app.agent(query_topic, concurrency=1)
     async def answer_queries(stream: Any) -> None:

@@ -12,10 +12,13 @@ from typing import Any
 from callscreen.plans import PlanLimits
 from callscreen.times import format_ms
 from processors.features import FeatureView
+from processors.alerts import make_alert
+from processors.live import ALERT_LEVEL, LiveThresholds, picture
 from processors.policy import Policy
 from processors.scoring import Signals, settle_spam_score, score_start
 
 DAY_MS = 86_400_000
+DEFAULT_LIVE = LiveThresholds()
 NOT_ANSWERED = {"busy", "no-answer", "failed", "canceled"}
 
 
@@ -25,7 +28,7 @@ class Outcome:
     body: dict[str, Any]
     state: dict[str, Any] | None = None
     facts: list[dict[str, Any]] = field(default_factory=list)
-    forward_key: str | None = None
+    alerts: list[dict[str, Any]] = field(default_factory=list)
 
 
 def handle(
@@ -34,13 +37,17 @@ def handle(
     view: FeatureView,
     policy: Policy,
     limits: PlanLimits,
+    live: LiveThresholds = DEFAULT_LIVE,
+    max_turns: int = 3000,
 ) -> Outcome:
     kind = record["type"]
     if kind == "call.started":
         return start(state, record, view, policy, limits)
+    if state is None:
+        return Outcome(404, {"error": "unknown_call"})
     if kind == "call.ended":
-        return end(state, record, view)
-    return Outcome(404, {"error": "unknown_call"}) if state is None else turn(state, record)
+        return end(state, record)
+    return turn(state, record, live, max_turns)
 
 
 def alias_target(state: dict[str, Any] | None, record: dict[str, Any], view: FeatureView) -> str | None:
@@ -175,7 +182,17 @@ def new_call(record: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
 
 
 def new_live() -> dict[str, Any]:
-    return {"user_turns": 0, "agent_turns": 0, "interruptions": 0, "flags": [], "score": 0.0, "seen": []}
+    return {
+        "events": [],
+        "flags": [],
+        "score": 0.0,
+        "user_turns": 0,
+        "agent_turns": 0,
+        "interruptions": 0,
+        "user_talk_s": 0.0,
+        "agent_talk_s": 0.0,
+        "suspicious_raised": False,
+    }
 
 
 def merge_cost(call: dict[str, Any], record: dict[str, Any]) -> None:
@@ -195,9 +212,7 @@ def merge_cost(call: dict[str, Any], record: dict[str, Any]) -> None:
         call["cost_breakdown"] = existing
 
 
-def end(state: dict[str, Any] | None, record: dict[str, Any], view: FeatureView) -> Outcome:
-    if state is None:
-        return Outcome(404, {"error": "unknown_call"})
+def end(state: dict[str, Any], record: dict[str, Any]) -> Outcome:
     call = dict(state)
     if call["state"] == "ended":
         return Outcome(200, {"call_id": call["call_id"], "duration_s": call["duration_s"], "spam_score": call["spam_score"], "duplicate": True})
@@ -208,17 +223,7 @@ def end(state: dict[str, Any] | None, record: dict[str, Any], view: FeatureView)
     call["state"] = "ended"
     duration = max(0, round((record["at"] - call["started_at"]) / 1000))
     call["duration_s"] = duration
-    live = call["live"]
-    start_score = None if call["capped"] else call["score"]
-    call["spam_score"] = settle_spam_score(
-        start_score=start_score,
-        live_score=live["score"],
-        duration_s=duration,
-        answered=record["reason"] not in NOT_ANSWERED,
-        machine_inbound=call["direction"] == "inbound" and call["attrs"].get("answered_by") == "machine_start",
-        flags=live["flags"],
-        two_sided=live["user_turns"] >= 2 and live["agent_turns"] >= 2,
-    )
+    call["spam_score"] = live_spam_score(call, duration, record["reason"])
     fact = {
         "kind": "call.settled",
         "id": record["id"],
@@ -236,21 +241,82 @@ def end(state: dict[str, Any] | None, record: dict[str, Any], view: FeatureView)
     return Outcome(200, body, state=call, facts=[fact])
 
 
-def turn(state: dict[str, Any], record: dict[str, Any]) -> Outcome:
-    """Turn events until the live monitor lands: counted, answered with the picture so far."""
+LIVE_FIELDS = ("role", "turn", "chars", "words", "hash", "interrupted")
+
+
+def turn(state: dict[str, Any], record: dict[str, Any], rules: LiveThresholds, max_turns: int) -> Outcome:
+    """A turn-type event or a sweep tick: place it by `at`, recompute the live picture."""
     call = dict(state)
     live = dict(call["live"])
-    if call["plan"] != "guard" and record.get("plan") != "guard":
+    if record["type"] != "tick" and record.get("plan") != "guard":
         return Outcome(200, {**live_body(call), "ignored": True, "why": "live_monitor_is_guard"})
-    if record["id"] in live["seen"]:
+    if any(e["id"] == record["id"] for e in live["events"]):
         return Outcome(200, live_body(call))
-    live["seen"] = [*live["seen"], record["id"]]
-    if record["type"] == "interruption":
-        live["interruptions"] += 1
-    elif record["type"] == "turn.started":
-        live["user_turns" if record["role"] == "user" else "agent_turns"] += 1
+    if record["type"] != "tick" and written_turns(live) >= max_turns:
+        return Outcome(200, {**live_body(call), "ignored": True, "why": "call_turn_cap"})
+    kept = {"id": record["id"], "type": record["type"], "at": record["at"]}
+    kept.update({k: record[k] for k in LIVE_FIELDS if k in record})
+    live["events"] = [*live["events"], kept]
+    pic = picture(live["events"], call["started_at"], 0.0 if call["capped"] else call["score"], rules)
+    live.update(
+        flags=pic.flags,
+        score=pic.score,
+        user_turns=pic.user_turns,
+        agent_turns=pic.agent_turns,
+        interruptions=pic.interruptions,
+        user_talk_s=round(pic.user_talk_s, 3),
+        agent_talk_s=round(pic.agent_talk_s, 3),
+    )
     call["live"] = live
-    return Outcome(200, live_body(call), state=call)
+    call["spam_score"] = live_spam_score(call)
+    alerts = []
+    if pic.first_alert_at is not None and not live["suspicious_raised"] and not call["quiet"]:
+        live["suspicious_raised"] = True
+        alerts.append(suspicious_alert(call, pic.first_alert_at))
+    return Outcome(200, live_body(call), state=call, alerts=alerts)
+
+
+def sweep_due(call: dict[str, Any], rules: LiveThresholds) -> int | None:
+    """When a sweep must look at this call again: a silent listener can trip with no further event."""
+    live = call["live"]
+    if call["state"] != "open" or call["plan"] != "guard" or "silent_listener" in live["flags"]:
+        return None
+    if live["agent_turns"] == 0 or live["user_turns"] > 0:
+        return None
+    return int(call["started_at"] + rules.silent_s * 1000)
+
+
+def written_turns(live: dict[str, Any]) -> int:
+    return sum(1 for e in live["events"] if e["type"] != "tick")
+
+
+def live_spam_score(call: dict[str, Any], duration_s: int | None = None, reason: str | None = None) -> int | None:
+    live = call["live"]
+    at_end = reason is not None
+    return settle_spam_score(
+        start_score=None if call["capped"] else call["score"],
+        live_score=live["score"],
+        duration_s=duration_s or 0,
+        answered=at_end and reason not in NOT_ANSWERED,
+        machine_inbound=at_end and call["direction"] == "inbound" and call["attrs"].get("answered_by") == "machine_start",
+        flags=live["flags"],
+        two_sided=live["user_turns"] >= 2 and live["agent_turns"] >= 2,
+    )
+
+
+def suspicious_alert(call: dict[str, Any], at: int) -> dict[str, Any]:
+    live = call["live"]
+    data = {
+        "number": call["number"],
+        "caller": call["caller"],
+        "call_id": call["call_id"],
+        "flags": [f for f in live["flags"] if f in ALERT_LEVEL] + [f for f in live["flags"] if f not in ALERT_LEVEL],
+        "score": live["score"],
+        "seconds": max(0, (at - call["started_at"]) // 1000),
+    }
+    if call["direction"] == "outbound":
+        data["direction"] = "outbound"
+    return make_alert(call["account_id"], "call.suspicious", call["call_id"], call["started_at"], at, data)
 
 
 def call_reasons(call: dict[str, Any]) -> list[str]:
