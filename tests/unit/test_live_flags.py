@@ -1,0 +1,121 @@
+"""Each live flag at its threshold and one step below it, on plain data (decisions.md section 8)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Any
+
+from processors.live import LiveThresholds, picture
+
+TH = LiveThresholds()
+START = 1_000_000
+_ids = itertools.count()
+
+
+def ev(kind: str, second: float, **fields: Any) -> dict[str, Any]:
+    return {"id": f"e{next(_ids):05d}", "type": kind, "at": START + int(second * 1000), **fields}
+
+
+def flags(events: list[dict[str, Any]]) -> list[str]:
+    return picture(events, START, 0.0, TH).flags
+
+
+def caller_turn(begin: float, end: float, **fields: Any) -> list[dict[str, Any]]:
+    return [ev("turn.started", begin, role="user"), ev("turn.ended", end, role="user", **fields)]
+
+
+def test_recording_likely_by_seconds() -> None:
+    assert flags(caller_turn(0, 44.999)) == []
+    assert flags(caller_turn(0, 45)) == ["recording_likely"]
+
+
+def test_recording_likely_by_words() -> None:
+    assert flags([ev("turn.ended", 5, role="user", words=119)]) == []
+    assert flags([ev("turn.ended", 5, role="user", words=120)]) == ["recording_likely"]
+
+
+def test_monologue_needs_three_turns_averaging_twenty_seconds() -> None:
+    two = caller_turn(0, 20) + caller_turn(30, 50)
+    assert flags(two) == []
+    below = two + caller_turn(60, 79.9)
+    assert flags(below) == []
+    assert flags(two + caller_turn(60, 80)) == ["monologue"]
+
+
+def test_monologue_by_words() -> None:
+    turns = [ev("turn.ended", i * 10, role="user", words=60) for i in range(3)]
+    assert flags(turns) == ["monologue"]
+    turns[-1]["words"] = 59
+    assert flags(turns) == []
+
+
+def test_barge_storm_six_interruptions_within_sixty_seconds() -> None:
+    five = [ev("interruption", s) for s in (0, 10, 20, 30, 40)]
+    assert flags([*five, ev("interruption", 60)]) == []
+    assert flags([*five, ev("interruption", 59.9)]) == ["barge_storm"]
+
+
+def test_rapid_fire_eight_caller_turns_within_ten_seconds() -> None:
+    seven = [ev("turn.started", s, role="user") for s in range(7)]
+    assert flags([*seven, ev("turn.started", 10, role="user")]) == []
+    assert flags([*seven, ev("turn.started", 9.9, role="user")]) == ["rapid_fire"]
+    agent_turns = [ev("turn.started", s, role="agent") for s in range(8)]
+    assert flags(agent_turns) == []
+
+
+def test_repeated_turns_same_hash_three_times() -> None:
+    twice = [ev("turn.ended", s, role="user", hash="abcdefabcdef") for s in (1, 2)]
+    assert flags([*twice, ev("turn.ended", 3, role="user", hash="000000000000")]) == []
+    assert flags([*twice, ev("transcript", 3, role="user", hash="abcdefabcdef")]) == ["repeated_turns"]
+    agent = [ev("turn.ended", s, role="agent", hash="abcdefabcdef") for s in (1, 2, 3)]
+    assert flags(agent) == []
+
+
+def test_silent_listener_a_minute_in_with_the_agent_talking() -> None:
+    agent = [ev("turn.started", 2, role="agent")]
+    assert flags([*agent, ev("tick", 59.999)]) == []
+    assert flags([*agent, ev("tick", 60)]) == ["silent_listener"]
+    assert flags([*agent, ev("turn.started", 30, role="user"), ev("tick", 60)]) == []
+    assert flags([ev("tick", 61)]) == []
+
+
+def test_one_sided_two_hundred_caller_words_and_at_most_ten_percent_from_the_agent() -> None:
+    def call(agent_words: int, caller_words: int) -> list[dict[str, Any]]:
+        first = caller_words // 2
+        return [
+            ev("turn.ended", 1, role="agent", words=agent_words),
+            ev("turn.ended", 2, role="user", words=first),
+            ev("turn.ended", 3, role="user", words=caller_words - first),
+        ]
+
+    assert flags(call(20, 199)) == []
+    assert flags(call(20, 200)) == ["one_sided"]
+    assert flags(call(21, 200)) == []
+
+
+def test_score_rises_with_each_flag_and_starts_from_the_start_score() -> None:
+    events = [*caller_turn(0, 50), *(ev("turn.started", 60 + s, role="user") for s in range(8))]
+    pic = picture(events, START, 0.25, TH)
+    assert pic.flags == ["recording_likely", "rapid_fire"]
+    assert pic.score == round(1 - 0.75 * 0.4 * 0.4, 4)
+    assert pic.first_alert_at == START + 50_000
+    assert picture([], START, 0.25, TH).score == 0.25
+
+
+def test_arrival_order_does_not_change_the_picture() -> None:
+    events = [*caller_turn(0, 50, words=10, hash="aaaaaaaaaaaa"), *(ev("interruption", 5 + s) for s in range(7))]
+    events += [ev("turn.ended", 70 + s, role="agent", words=3) for s in range(4)]
+    expected = picture(events, START, 0.1, TH)
+    for seed in range(5):
+        shuffled = list(events)
+        random.Random(seed).shuffle(shuffled)
+        assert picture(shuffled, START, 0.1, TH) == expected
+
+
+def test_counts_and_talk_time() -> None:
+    events = [*caller_turn(0, 4, words=5), ev("turn.started", 5, role="agent"), ev("turn.ended", 11, role="agent", words=9)]
+    events.append(ev("transcript", 12, role="user", words=3))
+    pic = picture(events, START, 0.0, TH)
+    assert (pic.user_turns, pic.agent_turns, pic.interruptions) == (2, 1, 0)
+    assert (pic.user_talk_s, pic.agent_talk_s, pic.user_words, pic.agent_words) == (4.0, 6.0, 8, 9)
