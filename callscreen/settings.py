@@ -67,6 +67,31 @@ class Settings:
     live_one_sided_ratio: float = 0.10
     max_call_turns: int = 3000
     silent_sweep_s: float = 1.0
+    # Detector rules (decisions.md section 9).
+    detect_rate_calls: int = 5
+    detect_rate_window_min: int = 10
+    detect_rotating_callers: int = 4
+    detect_rotating_window_min: int = 10
+    detect_rotating_digits: int = 2
+    detect_prefix_callers: int = 10
+    detect_prefix_digits: int = 8
+    detect_prefix_share: float = 0.5
+    detect_prefix_window_min: int = 30
+    detect_country_calls: int = 10
+    detect_country_window_min: int = 15
+    detect_country_quiet_days: int = 7
+    detect_geo_callers: int = 5
+    detect_geo_window_min: int = 30
+    detect_volume_ceiling: int = 120
+    detect_spike_factor: float = 3.0
+    detect_spike_min_calls: int = 20
+    detect_spike_floor: float = 5.0
+    detect_normal_factor: float = 1.5
+    detect_baseline_days: int = 7
+    detect_spend_ceiling: float = 25.0
+    detect_block_min: int = 60
+    detect_cooldown_min: int = 15
+    detect_long_call_min: int = 30
     # Webhooks (decisions.md section 10).
     webhook_timeout_s: float = 8.0
     webhook_ca_file: str = ""

@@ -13,6 +13,7 @@ from ingest import guards
 from ingest.errors import ApiError, invalid_field, json_response
 from ingest.service import edge_of
 from processors import call_index
+from processors.alerts import SEVERITY
 
 ACTIONS = ("allow", "review", "reject")
 MAX_LIMIT = 200
@@ -65,22 +66,53 @@ async def list_calls(request: web.Request) -> web.Response:
     if action is not None and action not in ACTIONS:
         raise invalid_field("action")
     question["action"] = action
-    cursor = request.query.get("cursor")
-    if cursor is not None:
-        if call_index.decode_cursor(cursor) is None:
-            raise invalid_field("cursor")
-        question["cursor"] = cursor
-    replies = await edge.query_all(question)
+    question["cursor"] = _cursor(request)
+    return json_response(merge_pages(await edge.query_all(question), "calls", question["limit"]))
+
+
+def merge_pages(replies: list[dict[str, Any]], records_key: str, limit: int) -> dict[str, Any]:
+    """One page, newest first, from every partition's best `limit + 1` entries."""
     entries: list[call_index.Entry] = []
     records: dict[str, Any] = {}
     for reply in replies:
         entries.extend(reply["body"]["entries"])
-        records.update(reply["body"]["calls"])
+        records.update(reply["body"][records_key])
     entries.sort(key=call_index.sort_key, reverse=True)
-    limit = question["limit"]
     page = entries[:limit]
     next_cursor = call_index.encode_cursor(page[-1]) if len(entries) > limit else None
-    return json_response({"data": [records[e[1]] for e in page], "next_cursor": next_cursor})
+    return {"data": [records[e[1]] for e in page], "next_cursor": next_cursor}
+
+
+def _cursor(request: web.Request) -> str | None:
+    cursor = request.query.get("cursor")
+    if cursor is not None and call_index.decode_cursor(cursor) is None:
+        raise invalid_field("cursor")
+    return cursor
+
+
+async def list_alerts(request: web.Request) -> web.Response:
+    edge = edge_of(request)
+    account = guards.reader(request).account
+    kind = request.query.get("type")
+    if kind is not None and kind not in SEVERITY:
+        raise invalid_field("type")
+    question: dict[str, Any] = {
+        "q": "alerts.list",
+        "account_id": account.id,
+        "limit": _limit(request),
+        "since": _time_param(request, "since"),
+        "type": kind,
+        "cursor": _cursor(request),
+    }
+    return json_response(merge_pages(await edge.query_all(question), "alerts", question["limit"]))
+
+
+async def get_alert(request: web.Request) -> web.Response:
+    edge = edge_of(request)
+    account = guards.reader(request).account
+    question = {"q": "alert.get", "account_id": account.id, "alert_id": request.match_info["alert_id"]}
+    reply = await edge.query(question, account.id)
+    return json_response(reply["body"], status=reply["status"])
 
 
 async def list_numbers(request: web.Request) -> web.Response:
@@ -143,3 +175,5 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/v1/numbers", list_numbers)
     app.router.add_get("/v1/score", get_score)
     app.router.add_get("/v1/reputation/{number}", get_reputation)
+    app.router.add_get("/v1/alerts", list_alerts)
+    app.router.add_get("/v1/alerts/{alert_id}", get_alert)

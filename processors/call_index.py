@@ -1,7 +1,8 @@
-"""A per-account, per-partition index of call starts by day, for listing calls newest first.
+"""A per-account, per-partition index by day, for listing calls (and alerts) newest first.
 
-Keys carry the partition so every key lives in exactly one partition's store. Entries are
-`[at_ms, call_id, number, caller, action]`, enough to filter without reading each call.
+Keys carry the partition so every key lives in exactly one partition's store. Call entries are
+`[at_ms, call_id, number, caller, action]`, enough to filter without reading each call; alert
+entries are `[created_ms, alert_id, type]`.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ DAY_MS = 86_400_000
 Entry = list[Any]
 
 
-def days_key(account: str, partition: int) -> str:
-    return f"days|{account}|{partition}"
+def days_key(account: str, partition: int, space: str = "calls") -> str:
+    return f"days|{space}|{account}|{partition}"
 
 
-def day_key(account: str, partition: int, day: int) -> str:
-    return f"idx|{account}|{partition}|{day}"
+def day_key(account: str, partition: int, day: int, space: str = "calls") -> str:
+    return f"idx|{space}|{account}|{partition}|{day}"
 
 
 def with_day(days: list[int], at: int) -> list[int]:

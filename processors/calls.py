@@ -13,6 +13,7 @@ from callscreen.plans import PlanLimits
 from callscreen.times import format_ms
 from processors.features import FeatureView
 from processors.alerts import make_alert
+from processors.detectors import pattern_matches
 from processors.live import ALERT_LEVEL, LiveThresholds, picture
 from processors.policy import Policy
 from processors.scoring import Signals, settle_spam_score, score_start
@@ -39,6 +40,7 @@ def handle(
     limits: PlanLimits,
     live: LiveThresholds = DEFAULT_LIVE,
     max_turns: int = 3000,
+    long_call_min: int = 30,
 ) -> Outcome:
     kind = record["type"]
     if kind == "call.started":
@@ -47,7 +49,12 @@ def handle(
         return Outcome(404, {"error": "unknown_call"})
     if kind == "call.ended":
         return end(state, record)
-    return turn(state, record, live, max_turns)
+    outcome = turn(state, record, live, max_turns)
+    if outcome.state is not None:
+        alert = long_running_alert(outcome.state, record["at"], long_call_min)
+        if alert is not None:
+            outcome.alerts.append(alert)
+    return outcome
 
 
 def alias_target(state: dict[str, Any] | None, record: dict[str, Any], view: FeatureView) -> str | None:
@@ -110,6 +117,10 @@ def start(
         "call_id": call_id,
         "number": number,
         "caller": record["caller"],
+        "caller_country": record["caller_info"]["country"],
+        "caller_first_at": view.first_seen(record["caller"]),
+        "geo": (record.get("attrs") or {}).get("geo") or None,
+        "cost": record.get("cost"),
         "direction": record["direction"],
         "provider_call_id": record.get("provider_call_id"),
         "quiet": record["quiet"],
@@ -126,6 +137,13 @@ def signals(record: dict[str, Any], view: FeatureView, policy: Policy) -> Signal
     attrs = record.get("attrs") or {}
     earlier = view.caller_calls(account, number, caller, at - policy.rate_window_ms, at)
     history = view.history(caller)
+    zip_code = (attrs.get("geo") or {}).get("zip") if isinstance(attrs.get("geo"), dict) else None
+    patterns = frozenset(
+        p["kind"]
+        for p in view.patterns(account, number, at)
+        if pattern_matches(p, caller, caller_info["country"], zip_code)
+    )
+    block = view.block(account, number, caller, at)
     digits = policy.neighbor_digits
     neighbor = (
         caller != number
@@ -142,6 +160,8 @@ def signals(record: dict[str, Any], view: FeatureView, policy: Policy) -> Signal
         premium=caller_info["premium"],
         forwarded=bool(attrs.get("forwarded_from")),
         caller_calls_10m=earlier + 1,
+        patterns=patterns,
+        block=None if block is None else public_block(block),
         history=history,
         checks={
             "caller_calls_10m": earlier + 1,
@@ -149,6 +169,15 @@ def signals(record: dict[str, Any], view: FeatureView, policy: Policy) -> Signal
             "network_accounts": view.network_accounts(caller),
         },
     )
+
+
+def public_block(block: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "reason": block["reason"],
+        "alert_id": block["alert_id"],
+        "since": format_ms(block["since"]),
+        "until": format_ms(block["until"]),
+    }
 
 
 def new_call(record: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
@@ -276,14 +305,39 @@ def turn(state: dict[str, Any], record: dict[str, Any], rules: LiveThresholds, m
     return Outcome(200, live_body(call), state=call, alerts=alerts)
 
 
-def sweep_due(call: dict[str, Any], rules: LiveThresholds) -> int | None:
-    """When a sweep must look at this call again: a silent listener can trip with no further event."""
+def sweep_due(call: dict[str, Any], rules: LiveThresholds, long_call_min: int) -> int | None:
+    """When a sweep must look at this call again: silence or length can raise with no further event."""
+    if call["state"] != "open":
+        return None
     live = call["live"]
-    if call["state"] != "open" or call["plan"] != "guard" or "silent_listener" in live["flags"]:
+    due = []
+    if not live.get("long_running_raised"):
+        due.append(call["started_at"] + long_call_min * 60_000)
+    silent = call["plan"] == "guard" and "silent_listener" not in live["flags"]
+    if silent and live["agent_turns"] > 0 and live["user_turns"] == 0:
+        due.append(int(call["started_at"] + rules.silent_s * 1000))
+    return min(due) if due else None
+
+
+def long_running_alert(call: dict[str, Any], at: int, ceiling_min: int) -> dict[str, Any] | None:
+    """`call.long_running` once per call, when an event or a sweep tick finds it open past the ceiling."""
+    live = call["live"]
+    if call["state"] != "open" or live.get("long_running_raised") or at - call["started_at"] < ceiling_min * 60_000:
         return None
-    if live["agent_turns"] == 0 or live["user_turns"] > 0:
+    live["long_running_raised"] = True
+    if call["quiet"]:
         return None
-    return int(call["started_at"] + rules.silent_s * 1000)
+    data: dict[str, Any] = {
+        "number": call["number"],
+        "caller": call["caller"],
+        "call_id": call["call_id"],
+        "started_at": format_ms(call["started_at"]),
+        "minutes": (at - call["started_at"]) // 60_000,
+        "ceiling_min": ceiling_min,
+    }
+    if call["direction"] == "outbound":
+        data["direction"] = "outbound"
+    return make_alert(call["account_id"], "call.long_running", call["call_id"], call["started_at"], at, data)
 
 
 def written_turns(live: dict[str, Any]) -> int:

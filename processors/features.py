@@ -61,6 +61,21 @@ class FeatureView:
     def hourly(self, account: str, number: str) -> dict[str, int]:
         return self.store.get(f"hours|{account}|{number}") or {}
 
+    def block(self, account: str, number: str, caller: str, at: int) -> dict[str, Any] | None:
+        found: dict[str, Any] | None = self.store.get(f"block|{account}|{number}|{caller}")
+        return found if found is not None and found["since"] <= at < found["until"] else None
+
+    def patterns(self, account: str, number: str, at: int) -> list[dict[str, Any]]:
+        return [p for p in self.store.get(f"pat|{account}|{number}") or [] if p["since"] <= at < p["until"]]
+
+    def delivery(self, alert_id: str) -> dict[str, Any] | None:
+        found: dict[str, Any] | None = self.store.get(f"dlv|{alert_id}")
+        return found
+
+    def first_seen(self, caller: str) -> int | None:
+        found = self.store.get(f"hist|{caller}")
+        return None if not found else found.get("first")
+
     # Folds.
     def apply(self, fact: dict[str, Any]) -> bool:
         """Fold one fact; False when it was already applied."""
@@ -68,7 +83,31 @@ class FeatureView:
             return self._decided(fact)
         if fact["kind"] == "call.settled":
             return self._settled(fact)
+        if fact["kind"] == "block.placed":
+            return self._block(fact)
+        if fact["kind"] == "pattern.active":
+            return self._pattern(fact)
         return False
+
+    def _block(self, fact: dict[str, Any]) -> bool:
+        key = f"block|{fact['account_id']}|{fact['number']}|{fact['caller']}"
+        block = {"reason": fact["reason"], "alert_id": fact["alert_id"], "since": fact["since"], "until": fact["until"]}
+        existing = self.store.get(key)
+        if existing is not None and existing["until"] >= block["until"]:
+            return False
+        self.store.put(key, block)
+        return True
+
+    def _pattern(self, fact: dict[str, Any]) -> bool:
+        key = f"pat|{fact['account_id']}|{fact['number']}"
+        active = [p for p in self.store.get(key) or [] if p["until"] > fact["since"]]
+        entry = {"kind": fact["pattern"], "match": fact["match"], "since": fact["since"], "until": fact["until"]}
+        if fact.get("width") is not None:
+            entry["width"] = fact["width"]
+        if entry in active:
+            return False
+        self.store.put(key, sorted([*active, entry], key=lambda p: (p["until"], p["kind"], p["match"])))
+        return True
 
     def _decided(self, fact: dict[str, Any]) -> bool:
         account, call_id = fact["account_id"], fact["call_id"]
@@ -99,6 +138,7 @@ class FeatureView:
         )
         h = self._raw_history(caller)
         h["calls"] += 1
+        h["first"] = at if h.get("first") is None else min(h["first"], at)
         if "score" in fact["answer"] and not fact["answer"].get("capped"):
             start = {"score": int(round(fact["answer"]["score"] * 100)), "at": at}
             if h.get("start") is None or start["at"] >= h["start"]["at"]:
@@ -130,4 +170,4 @@ class FeatureView:
 
     def _raw_history(self, caller: str) -> dict[str, Any]:
         found: dict[str, Any] | None = self.store.get(f"hist|{caller}")
-        return found or {"calls": 0, "good": 0, "bad": 0, "points": 0, "settled": None, "start": None}
+        return found or {"calls": 0, "good": 0, "bad": 0, "points": 0, "settled": None, "start": None, "first": None}

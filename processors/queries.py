@@ -26,6 +26,7 @@ def answer(
     view: FeatureView,
     call_of: Lookup,
     index_of: Lookup,
+    alert_of: Lookup,
     settings: Settings,
     policy: Policy,
 ) -> tuple[int, dict[str, Any]]:
@@ -49,6 +50,11 @@ def answer(
         return 200, score_only(record, view, policy)
     if kind == "reputation":
         return 200, reputation(view, record["number"], int(record["now"]))
+    if kind == "alert.get":
+        alert = alert_of(f"alert|{account}|{record['alert_id']}")
+        return (200, public_alert(alert, view)) if alert is not None else (404, {"error": "not_found"})
+    if kind == "alerts.list":
+        return 200, list_alerts(record, account, partition, alert_of, view)
     return 400, {"error": "unknown_query"}
 
 
@@ -105,6 +111,39 @@ def list_calls(
     found.sort(key=call_index.sort_key, reverse=True)
     page = found[: limit + 1]
     return {"entries": page, "calls": {e[1]: public_call(call_of(f"{account}:{e[1]}")) for e in page[:limit]}}
+
+
+def public_alert(alert: dict[str, Any], view: FeatureView) -> dict[str, Any]:
+    """The envelope of interface section 2, with the delivery outcome joined in."""
+    envelope = {k: alert[k] for k in ("id", "type", "account_id", "created_at", "data")}
+    delivery = view.delivery(alert["id"])
+    return {**envelope, "severity": alert["severity"], "delivered": {"webhook": bool(delivery and delivery["delivered"])}}
+
+
+def list_alerts(
+    record: dict[str, Any], account: str, partition: int, alert_of: Lookup, view: FeatureView
+) -> dict[str, Any]:
+    after = call_index.decode_cursor(record["cursor"]) if record.get("cursor") else None
+    since, kind, limit = record.get("since"), record.get("type"), int(record["limit"])
+    found: list[call_index.Entry] = []
+    for day in reversed(alert_of(call_index.days_key(account, partition, "alerts")) or []):
+        if since is not None and day + call_index.DAY_MS <= since:
+            break
+        for entry in alert_of(call_index.day_key(account, partition, day, "alerts")) or []:
+            created, alert_id, alert_type = entry
+            if since is not None and created < since:
+                continue
+            if kind is not None and alert_type != kind:
+                continue
+            if after is not None and (created, alert_id) >= after:
+                continue
+            found.append(entry)
+        if len(found) > limit:
+            break
+    found.sort(key=call_index.sort_key, reverse=True)
+    page = found[: limit + 1]
+    alerts = {e[1]: public_alert(alert_of(f"alert|{account}|{e[1]}"), view) for e in page[:limit]}
+    return {"entries": page, "alerts": alerts}
 
 
 def numbers(view: FeatureView, account: str, now: int, cap: int) -> dict[str, Any]:

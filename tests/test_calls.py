@@ -214,7 +214,7 @@ async def test_list_calls_filters_and_cursor(http: aiohttp.ClientSession, base_u
     base = now_ms() - 600_000
     for i in range(7):
         attrs = {"attestation": "failed"} if i % 2 else {"attestation": "A"}
-        await post(http, base_url, account, start(f"list-{i}", at=format_ms(base + i * 1000), attrs=attrs, **{"from": f"+1212555010{i}"}))
+        await post(http, base_url, account, start(f"list-{i}", at=format_ms(base + i * 1000), attrs=attrs, **{"from": f"+12125{i}50100"}))
     seen: list[str] = []
     url = f"{base_url}/v1/calls?limit=3"
     while url:
@@ -229,7 +229,7 @@ async def test_list_calls_filters_and_cursor(http: aiohttp.ClientSession, base_u
     since, until = format_ms(base + 2000), format_ms(base + 4000)
     _, window = await get(http, f"{base_url}/v1/calls?since={since.replace('+', '%2B')}&until={until}", account)
     assert [c["call_id"] for c in window["data"]] == ["list-3", "list-2"]
-    _, by_caller = await get(http, f"{base_url}/v1/calls?number=%2B12125550104", account)
+    _, by_caller = await get(http, f"{base_url}/v1/calls?number=%2B12125450100", account)
     assert [c["call_id"] for c in by_caller["data"]] == ["list-4"]
     for bad in ("limit=0", "limit=201", "action=maybe", "since=yesterday", "cursor=!!", "number=12"):
         status, body = await get(http, f"{base_url}/v1/calls?{bad}", account)

@@ -1,0 +1,51 @@
+"""The alert store and billing agents: alerts become listable; failed payments become alerts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from callscreen.times import parse_ms
+from processors import call_index
+from processors.alerts import make_alert
+from processors.runtime import Runtime
+
+MIN_MS = 60_000
+
+
+def register(rt: Runtime) -> None:
+    rt.table("alert_store")
+    rt.table("billing")
+
+    @rt.app.agent(rt.topic("alerts"), concurrency=1)
+    async def store_alerts(stream: Any) -> None:
+        async for event in stream.events():
+            alert = orjson.loads(event.value)
+            account, alert_id = alert["account_id"], alert["id"]
+            key = f"alert|{account}|{alert_id}"
+            if rt.read("alert_store", key) is not None:
+                continue
+            rt.write("alert_store", key, alert)
+            created = parse_ms(alert["created_at"]) or 0
+            partition = event.message.partition
+            days = call_index.days_key(account, partition, "alerts")
+            rt.write("alert_store", days, call_index.with_day(rt.read("alert_store", days) or [], created))
+            day = call_index.day_key(account, partition, created - created % call_index.DAY_MS, "alerts")
+            entry = [created, alert_id, alert["type"]]
+            rt.write("alert_store", day, call_index.with_entry(rt.read("alert_store", day) or [], entry))
+
+    @rt.app.agent(rt.topic("billing"), concurrency=1)
+    async def billing(stream: Any) -> None:
+        async for event in stream.events():
+            record = orjson.loads(event.value)
+            if record.get("kind") != "payment.failed":
+                continue
+            account, at = record["account_id"], int(record["at"])
+            last = rt.read("billing", account)
+            if last is not None and (last["id"] == record["id"] or at - last["at"] < rt.detectors.cooldown_min * MIN_MS):
+                continue
+            rt.write("billing", account, {"id": record["id"], "at": at})
+            data = {"amount_cents": record["amount_cents"], "attempt": record["attempt"]}
+            alert = make_alert(account, "billing.payment_failed", account, at, at, data)
+            await (await rt.send("alerts", account, alert))

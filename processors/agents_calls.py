@@ -1,0 +1,96 @@
+"""The per-call agent: folds the events topic into the calls table and answers each event."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import orjson
+
+from callscreen.plans import plan_limits
+from callscreen.times import now_ms
+from processors import call_index, calls
+from processors.runtime import Runtime
+
+TICK_REPEAT_MS = 5000
+
+
+def register(rt: Runtime) -> None:
+    settings, app = rt.settings, rt.app
+    events = rt.topic("events")
+    rt.table("calls")
+    rt.table("call_index")
+    rt.table("sweeps")
+    ticked: dict[str, int] = {}
+
+    def index_call(call: dict[str, Any], partition: int) -> None:
+        account, at = call["account_id"], call["started_at"]
+        days = call_index.days_key(account, partition)
+        rt.write("call_index", days, call_index.with_day(rt.read("call_index", days) or [], at))
+        day = call_index.day_key(account, partition, at - at % call_index.DAY_MS)
+        entry = [at, call["call_id"], call["number"], call["caller"], call["action"]]
+        rt.write("call_index", day, call_index.with_entry(rt.read("call_index", day) or [], entry))
+
+    def watch(key: str, due: int | None, partition: int) -> None:
+        name = f"sweep|{partition}"
+        entries = rt.read("sweeps", name) or {}
+        if due is None and key not in entries:
+            return
+        if due is None:
+            del entries[key]
+        elif entries.get(key) == due:
+            return
+        else:
+            entries[key] = due
+        rt.write("sweeps", name, entries)
+
+    @app.agent(events, concurrency=1)
+    async def fold_events(stream: Any) -> None:
+        async for event in stream.events():
+            record = orjson.loads(event.value)
+            key = event.key.decode()
+            state = rt.read("calls", key)
+            target = calls.alias_target(state, record, rt.view)
+            if target is not None:
+                forward = f"{record['account_id']}:{target}".encode()
+                await events.send(key=forward, value=event.value, headers=event.headers)
+                continue
+            outcome = calls.handle(
+                state,
+                record,
+                rt.view,
+                rt.policy,
+                plan_limits(settings, record.get("plan", "")),
+                rt.live,
+                settings.max_call_turns,
+                rt.detectors.long_call_min,
+            )
+            acks = [await rt.send("decisions", f"{f['account_id']}:{f['number']}", f) for f in outcome.facts]
+            acks += [await rt.send("alerts", a["account_id"], a) for a in outcome.alerts]
+            for fact in outcome.facts:
+                rt.view.apply(fact)
+            if outcome.state is not None:
+                rt.write("calls", key, outcome.state)
+                if state is None:
+                    index_call(outcome.state, event.message.partition)
+                watch(key, calls.sweep_due(outcome.state, rt.live, rt.detectors.long_call_min), event.message.partition)
+            await rt.reply(event, outcome.status, outcome.body)
+            for ack in acks:
+                await ack
+
+    @app.timer(settings.silent_sweep_s, on_leader=False)
+    async def sweep() -> None:
+        """Appends a tick for each open call a rule may now trip without another event; the fold decides."""
+        if app.consumer is None or app.rebalancing:
+            return
+        now = now_ms()
+        for tp in app.consumer.assignment():
+            if tp.topic != events.get_topic_name():
+                continue
+            for key, due in (rt.read("sweeps", f"sweep|{tp.partition}") or {}).items():
+                if due > now or now - ticked.get(key, 0) < TICK_REPEAT_MS:
+                    continue
+                ticked[key] = now
+                account, call_id = key.split(":", 1)
+                tick = {"type": "tick", "id": uuid.uuid4().hex, "at": now, "account_id": account, "call_id": call_id}
+                await rt.send("events", key, tick, partition=tp.partition)

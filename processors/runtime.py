@@ -1,0 +1,88 @@
+"""What every agent of a worker shares: settings, rules, the feature view, tables and a producer."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import faust
+import orjson
+from aiokafka import AIOKafkaProducer
+from faust.types import EventT
+
+from callscreen.kafka import make_producer
+from callscreen.settings import Settings
+from processors.detectors import DetectorRules
+from processors.features import FeatureView
+from processors.live import LiveThresholds
+from processors.policy import Policy
+
+
+class DirectProducer:
+    """A plain aiokafka producer for replies, facts and alerts.
+
+    Faust's producer queues sends in a buffer flushed by a background task, which added
+    milliseconds to every answer; the answer path sends directly instead.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.producer: AIOKafkaProducer | None = None
+        self.lock = asyncio.Lock()
+
+    async def get(self) -> AIOKafkaProducer:
+        if self.producer is None:
+            async with self.lock:
+                if self.producer is None:
+                    producer = make_producer(self.settings)
+                    await producer.start()
+                    self.producer = producer
+        return self.producer
+
+    async def stop(self) -> None:
+        if self.producer is not None:
+            await self.producer.stop()
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    app: faust.App
+    view: FeatureView
+    policy: Policy
+    live: LiveThresholds
+    detectors: DetectorRules
+    direct: DirectProducer
+    tables: dict[str, Any] = field(default_factory=dict)
+
+    def topic(self, name: str) -> Any:
+        """A Faust topic of raw bytes (the service's records are JSON it encodes itself)."""
+        return self.app.topic(self.settings.topic(name), key_type=bytes, value_type=bytes)
+
+    def table(self, name: str) -> Any:
+        if name not in self.tables:
+            self.tables[name] = self.app.Table(
+                name, default=None, partitions=self.settings.partitions, key_type=bytes, value_type=bytes
+            )
+        return self.tables[name]
+
+    def read(self, table: str, key: str) -> Any:
+        raw = self.tables[table].get(key.encode())
+        return orjson.loads(raw) if raw is not None else None
+
+    def write(self, table: str, key: str, value: Any) -> None:
+        self.tables[table][key.encode()] = orjson.dumps(value)
+
+    async def send(self, topic: str, key: str, value: dict[str, Any], partition: int | None = None) -> Any:
+        """Queue a record on the direct producer; returns the future of its ack."""
+        producer = await self.direct.get()
+        return await producer.send(self.settings.topic(topic), orjson.dumps(value), key=key.encode(), partition=partition)
+
+    async def reply(self, event: EventT, status: int, body: dict[str, Any]) -> None:
+        """Answer the edge that asked, on the replies partition it named; records without one are replays."""
+        headers = dict(event.headers or {})
+        partition, corr = headers.get("reply-partition"), headers.get("corr")
+        if partition is None or corr is None:
+            return
+        await self.send("replies", corr.decode(), {"status": status, "body": body}, partition=int(partition))
