@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+import uuid
 from typing import Any
 
 import orjson
@@ -151,6 +152,24 @@ class Admin:
             }
         )
         return {"signing_secret": secret, "previous_valid_until": until}
+
+
+    async def payment_failed(self, account_id: str, amount_cents: int, attempt: int) -> dict[str, Any]:
+        """Append a failed Guard-plan payment to the billing topic, as the billing system would."""
+        self.account(account_id)
+        if amount_cents < 0 or attempt < 1:
+            raise AdminError("invalid_payment")
+        record = {
+            "kind": "payment.failed",
+            "id": uuid.uuid4().hex,
+            "account_id": account_id,
+            "amount_cents": amount_cents,
+            "attempt": attempt,
+            "at": now_ms(),
+        }
+        topic = self.settings.topic("billing")
+        await self.producer.send_and_wait(topic, orjson.dumps(record), key=account_id.encode())
+        return record
 
 
 def check_plan(plan: str) -> None:

@@ -69,6 +69,13 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--number", required=True)
         _common(p)
 
+    billing = command("billing", "billing events").add_subparsers(dest="action", required=True)
+    failed = billing.add_parser("fail", help="record a failed Guard-plan payment")
+    failed.add_argument("--account", required=True)
+    failed.add_argument("--amount-cents", dest="amount_cents", type=int, required=True)
+    failed.add_argument("--attempt", type=int, default=1)
+    _common(failed)
+
     secret = command("secret", "the webhook signing secret").add_subparsers(dest="action", required=True)
     for action in ("show", "rotate"):
         p = secret.add_parser(action)
@@ -109,6 +116,8 @@ def admin_call(args: argparse.Namespace) -> Callable[[Admin], Awaitable[dict[str
         return lambda a: a.plan_set(args.account, args.plan)
     if command == "trusted":
         return lambda a: a.trusted(action, args.account, args.number)
+    if command == "billing":
+        return lambda a: a.payment_failed(args.account, args.amount_cents, args.attempt)
     if action == "show":
         return lambda a: a.secret_show(args.account)
     return lambda a: a.secret_rotate(args.account)
