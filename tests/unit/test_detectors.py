@@ -1,0 +1,160 @@
+"""Each detector at its threshold and one below, and the cooldown boundary (decisions.md section 9)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from processors.detectors import DetectorRules, Detection, new_state, observe, pattern_matches
+
+RULES = DetectorRules()
+NUMBER = "+14155552671"
+MIN = 60_000
+HOUR = 3_600_000
+T0 = 1_700_000_000_000 - 1_700_000_000_000 % HOUR
+_ids = itertools.count()
+
+
+def decided(caller: str, minute: float, **fields: Any) -> dict[str, Any]:
+    n = next(_ids)
+    return {
+        "kind": "call.decided", "id": f"f{n}", "account_id": "acct_x", "call_id": f"c{n}", "number": NUMBER,
+        "caller": caller, "caller_country": fields.pop("country", "US"), "caller_first_at": fields.pop("first", None),
+        "at": T0 + int(minute * MIN), "quiet": False, **fields,
+    }
+
+
+def run(facts: list[dict[str, Any]], state: dict[str, Any] | None = None) -> list[Detection]:
+    state = new_state() if state is None else state
+    found: list[Detection] = []
+    for fact in facts:
+        found += observe(state, fact, RULES)
+    return found
+
+
+def types(found: list[Detection], raised_only: bool = True) -> list[str]:
+    return [d.type for d in found if d.raised or not raised_only]
+
+
+def test_rate_exceeded_on_the_sixth_call_in_ten_minutes() -> None:
+    five = [decided("+447911200001", i * 2) for i in range(5)]
+    assert "caller.rate_exceeded" not in types(run(five))
+    found = run([*five, decided("+447911200001", 9.9)])
+    assert types(found).count("caller.rate_exceeded") == 1
+    six_over_eleven_minutes = [decided("+447911200001", i * 2.2) for i in range(6)]
+    assert "caller.rate_exceeded" not in types(run(six_over_eleven_minutes))
+
+
+def test_rotating_numbers_at_four_callers_of_one_run() -> None:
+    three = [decided(f"+1212555700{i}", i) for i in range(3)]
+    assert "caller.rotating_numbers" not in types(run(three))
+    found = [d for d in run([*three, decided("+12125557003", 3)]) if d.type == "caller.rotating_numbers"]
+    assert len(found) == 1
+    assert found[0].blocks == [f"+1212555700{i}" for i in range(4)]
+    assert found[0].data["pattern"] == "+121255570XX"
+    other_run = [*three, decided("+12125557103", 3)]
+    assert "caller.rotating_numbers" not in types(run(other_run))
+
+
+def test_prefix_cluster_needs_ten_fresh_callers_and_half_the_calls() -> None:
+    nine = [decided(f"+13125551{i}0{i}", i) for i in range(9)]
+    assert "number.prefix_cluster" not in types(run(nine))
+    assert "number.prefix_cluster" in types(run([*nine, decided("+13125551909", 9)]))
+    known = [*nine, decided("+13125551909", 9, first=T0 - HOUR)]
+    assert "number.prefix_cluster" not in types(run(known))
+    crowd = [decided(f"+1646{i:03d}{i:04d}", 0.1 * i) for i in range(11)]
+    assert "number.prefix_cluster" not in types(run([*crowd, *nine, decided("+13125551909", 9)]))
+
+
+def test_country_burst_at_ten_calls_from_a_quiet_country() -> None:
+    nine = [decided(f"+336123{i:05d}", i, country="FR") for i in range(9)]
+    assert "number.country_burst" not in types(run(nine))
+    assert "number.country_burst" in types(run([*nine, decided("+33612399999", 9, country="FR")]))
+    heard_before = [decided("+33611111111", -6 * 24 * 60, country="FR")]
+    assert "number.country_burst" not in types(run([*heard_before, *nine, decided("+33612399999", 9, country="FR")]))
+    long_ago = [decided("+33611111111", -8 * 24 * 60, country="FR")]
+    assert "number.country_burst" in types(run([*long_ago, *nine, decided("+33612399999", 9, country="FR")]))
+
+
+def test_geo_cluster_at_five_fresh_callers_in_one_zip() -> None:
+    geo = {"zip": "73301", "city": "Austin", "region": "TX"}
+    four = [decided(f"+1512{i}{i}{i}0{i}{i}{i}", i, geo=geo) for i in range(4)]
+    assert "number.geo_cluster" not in types(run(four))
+    assert "number.geo_cluster" in types(run([*four, decided("+15129990999", 4, geo=geo)]))
+    elsewhere = [*four, decided("+15129990999", 4, geo={**geo, "zip": "73302"})]
+    assert "number.geo_cluster" not in types(run(elsewhere))
+
+
+def test_volume_exceeded_past_120_in_an_hour() -> None:
+    calls = [decided(f"+1646{i:03d}{i:04d}", i * 0.45) for i in range(120)]
+    assert "number.volume_exceeded" not in types(run(calls))
+    assert "number.volume_exceeded" in types(run([*calls, decided("+16469990000", 55)]))
+
+
+def test_volume_spike_at_three_times_baseline_and_twenty_calls() -> None:
+    history = [decided(f"+1718000{d:04d}", -d * 24 * 60 + 1) for d in range(1, 8) for _ in range(10)]
+    this_hour = [decided(f"+1718{i:03d}{i:04d}", 2 + i) for i in range(29)]
+    assert "number.volume_spike" not in types(run([*history, *this_hour]))
+    assert "number.volume_spike" in types(run([*history, *this_hour, decided("+17189990000", 40)]))
+    nineteen = [decided(f"+1718{i:03d}{i:04d}", 2 + i) for i in range(19)]
+    assert "number.volume_spike" not in types(run(nineteen))
+    assert "number.volume_spike" in types(run([*nineteen, decided("+17189990001", 30)]))
+
+
+def test_volume_normal_after_an_hour_back_under_one_and_a_half_baseline() -> None:
+    spike = [decided(f"+1718{i:03d}{i:04d}", i) for i in range(20)]
+    busy_next_hour = [decided(f"+1719{i:03d}{i:04d}", 60 + i) for i in range(8)]
+    assert "number.volume_normal" not in types(run([*spike, *busy_next_hour, decided("+17190000001", 125)]))
+    quiet_next_hour = [decided(f"+1719{i:03d}{i:04d}", 60 + i) for i in range(7)]
+    found = run([*spike, *quiet_next_hour, decided("+17190000001", 125)])
+    normal = [d for d in found if d.type == "number.volume_normal"]
+    assert len(normal) == 1
+    assert normal[0].data == {"number": NUMBER, "minutes": 106, "peak": 20, "expected": 5.0}
+
+
+def test_spend_exceeded_past_25_dollars_in_an_hour() -> None:
+    def settled(minute: int, cost: float) -> dict[str, Any]:
+        n = next(_ids)
+        return {"kind": "call.settled", "id": f"s{n}", "account_id": "acct_x", "call_id": f"c{n}", "number": NUMBER,
+                "caller": "+1", "at": T0 + minute * MIN, "cost": cost, "quiet": False}
+
+    assert "number.spend_exceeded" not in types(run([settled(1, 20.0), settled(2, 5.0)]))
+    assert "number.spend_exceeded" in types(run([settled(1, 20.0), settled(2, 5.01)]))
+    assert "number.spend_exceeded" not in types(run([settled(1, 20.0), settled(61, 20.0)]))
+
+
+def test_cooldown_holds_for_fourteen_fifty_nine_and_ends_at_fifteen() -> None:
+    caller = "+447911200009"
+    burst = [decided(caller, i * 0.1) for i in range(6)]
+    for gap, raised in ((14 * 60 + 59, False), (15 * 60, True)):
+        state = new_state()
+        first = run(burst, state)
+        assert types(first).count("caller.rate_exceeded") == 1
+        late = [decided(caller, 0.5 + gap / 60 - i * 0.01) for i in range(5, -1, -1)]
+        again = [d for d in run(late, state) if d.type == "caller.rate_exceeded" and d.raised]
+        assert bool(again) is raised, gap
+
+
+def test_suppressed_detections_keep_the_first_alert_window() -> None:
+    state = new_state()
+    first = [d for d in run([decided("+447911200010", i * 0.1) for i in range(6)], state) if d.type == "caller.rate_exceeded"]
+    later = [d for d in run([decided("+447911200010", 1)], state) if d.type == "caller.rate_exceeded"]
+    assert later[0].raised is False and later[0].window_start == first[0].window_start
+
+
+def test_quiet_facts_raise_nothing_and_replays_count_once() -> None:
+    quiet = [decided("+447911200011", i * 0.1, quiet=True) for i in range(8)]
+    assert run(quiet) == []
+    state = new_state()
+    fact = decided("+447911200012", 0)
+    run([fact, fact, fact], state)
+    assert len(state["calls"]) == 1
+
+
+def test_pattern_matching() -> None:
+    rotating = {"kind": "rotating_numbers", "match": "+121255570", "width": 12}
+    assert pattern_matches(rotating, "+12125557042", "US", None)
+    assert not pattern_matches(rotating, "+121255570421", "US", None)
+    assert pattern_matches({"kind": "prefix_cluster", "match": "13125551"}, "+13125551999", "US", None)
+    assert pattern_matches({"kind": "country_burst", "match": "FR"}, "+33612345678", "FR", None)
+    assert not pattern_matches({"kind": "geo_cluster", "match": "73301"}, "+15125550000", "US", None)
