@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 
+from alerting import signing
 from callscreen import logs
 from callscreen.admin import Admin, AdminError
 from callscreen.broker import recorded_broker
@@ -30,7 +32,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--host")
     run.add_argument("--port", type=int)
     run.add_argument("--workers", type=int)
-    run.add_argument("--role", choices=["all", "edge", "worker"])
+    run.add_argument("--role", choices=["all", "edge", "worker", "alerting"])
     run.add_argument("--demo", action="store_true", help="create a demo account and print a curl line")
 
     account = command("account", "accounts").add_subparsers(dest="action", required=True)
@@ -81,6 +83,12 @@ def parser() -> argparse.ArgumentParser:
         p = secret.add_parser(action)
         p.add_argument("--account", required=True)
         _common(p)
+    verify = sub.add_parser("verify-signature", help="check a webhook delivery's signature (exit 0 when valid)")
+    verify.add_argument("--secret", required=True)
+    verify.add_argument("--header", required=True, help="the X-Service-Signature header value")
+    verify.add_argument("--body-file", dest="body_file", required=True, help="the raw body, exactly as received")
+    verify.add_argument("--tolerance", type=int, default=300, help="seconds (default 300)")
+    verify.add_argument("--now", type=int, help=argparse.SUPPRESS)
     return top
 
 
@@ -88,6 +96,17 @@ def _common(*parsers: argparse.ArgumentParser) -> None:
     for p in parsers:
         p.add_argument("--broker", dest="sub_broker")
         p.add_argument("--data-dir", dest="sub_data_dir")
+
+
+def verify_signature(args: argparse.Namespace) -> int:
+    with open(args.body_file, "rb") as handle:
+        body = handle.read()
+    now = args.now if args.now is not None else int(time.time())
+    if signing.verify(args.secret, args.header, body, now, args.tolerance):
+        sys.stdout.write(orjson.dumps({"valid": True}).decode() + "\n")
+        return 0
+    sys.stderr.write(orjson.dumps({"error": "invalid_signature"}).decode() + "\n")
+    return 1
 
 
 def settings_for(args: argparse.Namespace) -> Settings:
@@ -130,6 +149,8 @@ async def run_admin(settings: Settings, call: Callable[[Admin], Awaitable[dict[s
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command == "verify-signature":
+        return verify_signature(args)
     settings = settings_for(args)
     logs.configure(settings.log_level if args.command == "run" else "WARNING", role=settings.role)
     if args.command == "run":

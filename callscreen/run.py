@@ -25,24 +25,32 @@ log = logging.getLogger("callscreen.run")
 STOP_GRACE_S = 6.0
 
 
-def start_worker(settings: Settings, index: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, **to_env(settings.with_overrides(worker_index=index, role="worker"))}
-    command = [sys.executable, "-m", "callscreen.cli", "run", "--role", "worker"]
-    # The ready line and the demo key own stdout; a worker's console output goes to stderr.
+def start_child(settings: Settings, role: str, index: int = 0) -> subprocess.Popen[bytes]:
+    """A worker or the alerting role as its own process, with the same settings."""
+    env = {**os.environ, **to_env(settings.with_overrides(worker_index=index, role=role))}
+    command = [sys.executable, "-m", "callscreen.cli", "run", "--role", role, "--data-dir", settings.data_dir]
+    # The ready line and the demo key own stdout; a child's console output goes to stderr.
     return subprocess.Popen(command, env=env, stdout=sys.stderr)
 
 
-async def supervise(settings: Settings, workers: list[subprocess.Popen[bytes]], stop: asyncio.Event) -> None:
-    """Restart a worker that died; the log and its committed offsets let it resume where it was."""
+def start_children(settings: Settings) -> list[tuple[str, int, subprocess.Popen[bytes]]]:
+    children = [("worker", index, start_child(settings, "worker", index)) for index in range(settings.workers)]
+    children.append(("alerting", 0, start_child(settings, "alerting")))
+    return children
+
+
+async def supervise(settings: Settings, children: list[tuple[str, int, subprocess.Popen[bytes]]], stop: asyncio.Event) -> None:
+    """Restart a child that died; the log and its committed offsets let it resume where it was."""
     while not stop.is_set():
-        for index, process in enumerate(workers):
+        for position, (role, index, process) in enumerate(children):
             if process.poll() is not None:
-                log.warning("worker exited; restarting it", extra={"worker": index, "code": process.returncode})
-                workers[index] = start_worker(settings, index)
+                log.warning("child exited; restarting it", extra={"child": role, "index": index, "code": process.returncode})
+                children[position] = (role, index, start_child(settings, role, index))
         await asyncio.sleep(0.5)
 
 
-def stop_processes(processes: list[subprocess.Popen[bytes]]) -> None:
+def stop_processes(children: list[tuple[str, int, subprocess.Popen[bytes]]]) -> None:
+    processes = [process for _, _, process in children]
     for process in processes:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
@@ -94,6 +102,11 @@ def run(settings: Settings, demo: bool = False) -> int:
 
         run_worker(settings)
         return 0
+    if settings.role == "alerting":
+        from alerting.service import run_alerting
+
+        asyncio.run(run_alerting(settings))
+        return 0
     data_dir = Path(settings.data_dir)
     broker = None
     if not settings.broker:
@@ -109,25 +122,27 @@ def run(settings: Settings, demo: bool = False) -> int:
             file=sys.stderr,
             flush=True,
         )
-    workers: list[subprocess.Popen[bytes]] = []
+    children: list[tuple[str, int, subprocess.Popen[bytes]]] = []
     try:
         asyncio.run(ensure_topics(settings))
         if settings.role == "all":
-            workers = [start_worker(settings, index) for index in range(settings.workers)]
-        asyncio.run(_serve_until_signal(settings, demo, workers))
+            children = start_children(settings)
+        asyncio.run(_serve_until_signal(settings, demo, children))
     finally:
-        stop_processes(workers)
+        stop_processes(children)
         if broker is not None:
             broker.stop()
     return 0
 
 
-async def _serve_until_signal(settings: Settings, demo: bool, workers: list[subprocess.Popen[bytes]]) -> None:
+async def _serve_until_signal(
+    settings: Settings, demo: bool, children: list[tuple[str, int, subprocess.Popen[bytes]]]
+) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    watcher = asyncio.create_task(supervise(settings, workers, stop))
+    watcher = asyncio.create_task(supervise(settings, children, stop))
     try:
         await serve_edge(settings, stop, demo)
     finally:

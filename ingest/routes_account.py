@@ -9,7 +9,8 @@ from aiohttp import web
 from callscreen.accounts import Account, apply, stamp
 from callscreen.plans import plan_limits
 from callscreen.times import day_start_ms, format_ms, now_ms
-from ingest import guards, webhook_url
+from callscreen import webhook_url
+from ingest import guards
 from ingest.errors import ApiError, invalid_field, json_response
 from ingest.service import Edge, edge_of
 

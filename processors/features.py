@@ -87,7 +87,18 @@ class FeatureView:
             return self._block(fact)
         if fact["kind"] == "pattern.active":
             return self._pattern(fact)
+        if fact["kind"].startswith("delivery."):
+            return self._delivery(fact)
         return False
+
+    def _delivery(self, fact: dict[str, Any]) -> bool:
+        """The latest word on an alert's webhook: skipped, attempted, then its outcome."""
+        key = f"dlv|{fact['alert_id']}"
+        known = self.store.get(key)
+        if known is not None and known["kind"] == "delivery.outcome":
+            return False
+        self.store.put(key, {k: fact.get(k) for k in ("kind", "delivered", "status", "error", "duration_ms", "reason")})
+        return True
 
     def _block(self, fact: dict[str, Any]) -> bool:
         key = f"block|{fact['account_id']}|{fact['number']}|{fact['caller']}"

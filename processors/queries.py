@@ -117,7 +117,15 @@ def public_alert(alert: dict[str, Any], view: FeatureView) -> dict[str, Any]:
     """The envelope of interface section 2, with the delivery outcome joined in."""
     envelope = {k: alert[k] for k in ("id", "type", "account_id", "created_at", "data")}
     delivery = view.delivery(alert["id"])
-    return {**envelope, "severity": alert["severity"], "delivered": {"webhook": bool(delivery and delivery["delivered"])}}
+    detail = None
+    if delivery is not None and delivery["kind"] == "delivery.outcome":
+        detail = {k: delivery[k] for k in ("status", "error", "duration_ms")}
+    return {
+        **envelope,
+        "severity": alert["severity"],
+        "delivered": {"webhook": bool(delivery and delivery["delivered"])},
+        "delivery": detail,
+    }
 
 
 def list_alerts(

@@ -1,0 +1,265 @@
+"""Signed webhook delivery to a real HTTPS receiver on loopback (interface section 6, decisions.md 10)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+import trustme
+from aiohttp import web
+
+from callscreen.admin import Admin
+from callscreen.times import format_ms, now_ms
+from tests.service import AccountKeys, RunningService, create_account, start_service
+from tests.topics import read_topic
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    at: float
+
+
+@dataclass
+class Receiver:
+    """An HTTPS endpoint that records every delivery exactly as it arrived."""
+
+    url: str = ""
+    received: list[Received] = field(default_factory=list)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.received.append(Received(request.path, dict(request.headers), await request.read(), time.monotonic()))
+        self.arrived.set()
+        if request.path.startswith("/slow"):
+            await asyncio.sleep(10)
+        if request.path.startswith("/hold"):
+            await self.release.wait()
+        return web.Response(status=204)
+
+    def for_alert(self, alert_id: str) -> list[Received]:
+        return [r for r in self.received if orjson.loads(r.body)["id"] == alert_id]
+
+
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory: pytest.TempPathFactory) -> tuple[trustme.CA, Path]:
+    ca = trustme.CA()
+    path = tmp_path_factory.mktemp("tls") / "ca.pem"
+    ca.cert_pem.write_to_path(str(path))
+    return ca, path
+
+
+@pytest.fixture(scope="module")
+def hook_service(tmp_path_factory: pytest.TempPathFactory, certificates: tuple[trustme.CA, Path]) -> Iterator[RunningService]:
+    env = {"CALLSCREEN_WEBHOOK_CA_FILE": str(certificates[1]), "CALLSCREEN_WEBHOOK_ALLOW_PRIVATE": "1"}
+    running = start_service(tmp_path_factory.mktemp("hooks") / "data", env=env)
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+async def receiver(certificates: tuple[trustme.CA, Path]) -> AsyncIterator[Receiver]:
+    ca, _ = certificates
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    hook = Receiver()
+    app = web.Application()
+    app.router.add_post("/{tail:.*}", hook.handle)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    hook.url = f"https://127.0.0.1:{port}"
+    yield hook
+    hook.release.set()
+    await runner.cleanup()
+
+
+def independent_check(secret: str, header: str, body: bytes) -> list[bool]:
+    """Each v1 in the header, checked with nothing but hashlib and hmac."""
+    parts = [p.split("=", 1) for p in header.split(",")]
+    timestamp = next(v for k, v in parts if k == "t")
+    expected = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    assert abs(int(timestamp) - time.time()) < 300
+    return [hmac.compare_digest(expected, v) for k, v in parts if k == "v1"]
+
+
+async def use_hook(http: aiohttp.ClientSession, service: RunningService, account: AccountKeys, url: str) -> None:
+    body = {"alert_webhook_url": url}
+    async with http.patch(f"{service.base_url}/v1/account", json=body, headers=account.headers) as r:
+        assert r.status == 200, await r.text()
+
+
+async def raise_rate_alert(http: aiohttp.ClientSession, service: RunningService, account: AccountKeys, caller: str) -> None:
+    base = now_ms() - 3_600_000
+    for i in range(6):
+        body = {"type": "call.started", "call_id": f"{caller}-{i}", "to": "+14155552671", "from": caller,
+                "at": format_ms(base + i * 1000)}
+        async with http.post(f"{service.base_url}/v1/events", json=body, headers=account.headers) as r:
+            assert r.status == 200
+
+
+async def listed(http: aiohttp.ClientSession, service: RunningService, account: AccountKeys) -> list[dict[str, Any]]:
+    async with http.get(f"{service.base_url}/v1/alerts?type=caller.rate_exceeded", headers=account.headers) as r:
+        return list((await r.json())["data"])
+
+
+async def until(predicate: Any, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.1)
+
+
+async def test_delivery_is_signed_over_the_exact_bytes(
+    hook_service: RunningService, receiver: Receiver, http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    account = await create_account(hook_service.settings, http, hook_service.base_url)
+    await use_hook(http, hook_service, account, f"{receiver.url}/ok/{account.account_id}")
+    await raise_rate_alert(http, hook_service, account, "+447911300001")
+
+    async def delivered() -> bool:
+        alerts = await listed(http, hook_service, account)
+        return bool(alerts) and alerts[0]["delivered"]["webhook"] is True
+
+    await until(delivered, 10)
+    (alert,) = await listed(http, hook_service, account)
+    (got,) = receiver.for_alert(alert["id"])
+    assert got.path == f"/ok/{account.account_id}"
+    assert got.headers["Content-Type"] == "application/json"
+    assert independent_check(account.signing_secret, got.headers["X-Service-Signature"], got.body) == [True]
+    envelope = orjson.loads(got.body)
+    assert set(envelope) == {"id", "type", "account_id", "created_at", "data"}
+    assert envelope == {k: alert[k] for k in envelope}
+    body_file = tmp_path / "body.json"
+    body_file.write_bytes(got.body)
+    header = got.headers["X-Service-Signature"]
+    command = [sys.executable, "-m", "callscreen.cli", "verify-signature", "--secret", account.signing_secret,
+               "--header", header, "--body-file", str(body_file)]
+    assert subprocess.run(command, capture_output=True).returncode == 0
+    body_file.write_bytes(got.body.replace(b"rate_exceeded", b"rate_exceedeD"))
+    assert subprocess.run(command, capture_output=True).returncode == 1
+
+
+async def test_rotation_sends_both_signatures(
+    hook_service: RunningService, receiver: Receiver, http: aiohttp.ClientSession
+) -> None:
+    account = await create_account(hook_service.settings, http, hook_service.base_url)
+    await use_hook(http, hook_service, account, f"{receiver.url}/ok/{account.account_id}")
+    async with Admin(hook_service.settings) as admin:
+        new = (await admin.secret_rotate(account.account_id))["signing_secret"]
+    await raise_rate_alert(http, hook_service, account, "+447911300002")
+
+    async def arrived() -> bool:
+        alerts = await listed(http, hook_service, account)
+        return bool(alerts) and bool(receiver.for_alert(alerts[0]["id"]))
+
+    await until(arrived, 10)
+    (alert,) = await listed(http, hook_service, account)
+    (got,) = receiver.for_alert(alert["id"])
+    header = got.headers["X-Service-Signature"]
+    assert header.count("v1=") == 2
+    assert independent_check(new, header, got.body) == [True, False]
+    assert independent_check(account.signing_secret, header, got.body) == [False, True]
+
+
+async def test_a_hanging_receiver_delays_no_score_and_no_other_account(
+    hook_service: RunningService, receiver: Receiver, http: aiohttp.ClientSession
+) -> None:
+    slow = await create_account(hook_service.settings, http, hook_service.base_url)
+    fast = await create_account(hook_service.settings, http, hook_service.base_url)
+    await use_hook(http, hook_service, slow, f"{receiver.url}/slow/{slow.account_id}")
+    await use_hook(http, hook_service, fast, f"{receiver.url}/ok/{fast.account_id}")
+    await raise_rate_alert(http, hook_service, slow, "+447911300003")
+
+    async def slow_arrived() -> bool:
+        return any(r.path.startswith(f"/slow/{slow.account_id}") for r in receiver.received)
+
+    await until(slow_arrived, 10)
+    hung_at = next(r.at for r in receiver.received if r.path.startswith(f"/slow/{slow.account_id}"))
+    answered = []
+    for i in range(5):
+        body = {"type": "call.started", "call_id": f"during-{i}", "to": "+14155552671", "from": "+447911300099"}
+        async with http.post(f"{hook_service.base_url}/v1/events", json=body, headers=slow.headers) as r:
+            assert r.status == 200
+        answered.append(time.monotonic())
+    await raise_rate_alert(http, hook_service, fast, "+447911300004")
+
+    async def fast_arrived() -> bool:
+        return any(r.path.startswith(f"/ok/{fast.account_id}") for r in receiver.received)
+
+    await until(fast_arrived, 10)
+    fast_at = next(r.at for r in receiver.received if r.path.startswith(f"/ok/{fast.account_id}"))
+    # The slow receiver holds its request for 10 s: everything above happened while it was still hanging.
+    assert all(at < hung_at + 8 for at in answered)
+    assert fast_at < hung_at + 8
+    (alert,) = await listed(http, hook_service, slow)
+    assert alert["delivered"] == {"webhook": False}
+
+    async def timed_out() -> bool:
+        alerts = await listed(http, hook_service, slow)
+        return alerts[0]["delivery"] is not None
+
+    await until(timed_out, 12)
+    (alert,) = await listed(http, hook_service, slow)
+    assert alert["delivered"] == {"webhook": False}
+    assert alert["delivery"]["error"] == "timeout"
+    assert 7_900 <= alert["delivery"]["duration_ms"] < 9_000
+
+
+async def test_killing_the_alerting_role_mid_delivery_never_delivers_twice(
+    hook_service: RunningService, receiver: Receiver, http: aiohttp.ClientSession
+) -> None:
+    account = await create_account(hook_service.settings, http, hook_service.base_url)
+    await use_hook(http, hook_service, account, f"{receiver.url}/hold/{account.account_id}")
+    receiver.release.clear()
+    await raise_rate_alert(http, hook_service, account, "+447911300005")
+
+    async def holding() -> bool:
+        return any(r.path.startswith(f"/hold/{account.account_id}") for r in receiver.received)
+
+    await until(holding, 10)
+    pattern = f"callscreen.cli run --role alerting --data-dir {hook_service.data_dir}"
+    pids = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
+    assert len(pids) == 1
+    os.kill(int(pids[0]), signal.SIGKILL)
+    killed_at = time.time()
+    receiver.release.set()
+    settings = hook_service.settings
+    alerts_end = len(await read_topic(settings, settings.topic("alerts")))
+
+    async def restarted_and_caught_up() -> bool:
+        beats = [orjson.loads(r.value) for r in await read_topic(settings, settings.topic("status"))]
+        fresh = [b for b in beats if b.get("kind") == "alerting.heartbeat" and b["sent_at"] > killed_at]
+        return any(sum(b["positions"].values()) >= alerts_end for b in fresh)
+
+    await until(restarted_and_caught_up, 30)
+    (alert,) = await listed(http, hook_service, account)
+    assert len(receiver.for_alert(alert["id"])) == 1
+    assert alert["delivered"] == {"webhook": False}
+
+
+async def test_patch_refuses_plain_http(hook_service: RunningService, http: aiohttp.ClientSession) -> None:
+    account = await create_account(hook_service.settings, http, hook_service.base_url)
+    async with http.patch(
+        f"{hook_service.base_url}/v1/account", json={"alert_webhook_url": "http://127.0.0.1/x"}, headers=account.headers
+    ) as r:
+        assert (r.status, await r.json()) == (400, {"error": "invalid_webhook_url", "reason": "not_https"})

@@ -1,0 +1,51 @@
+"""Webhook signatures: the header format of interface section 6 and the receiver's reference check."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+from alerting.service import envelope_bytes, signing_secrets
+from alerting.signing import parse_header, signature_header, verify
+from callscreen.accounts import Account
+
+BODY = b'{"id":"alrt_x","type":"call.suspicious"}'
+SECRET = "whsec_" + "a" * 32
+
+
+def test_header_is_t_and_lowercase_hex_hmac_of_t_dot_body() -> None:
+    header = signature_header([SECRET], 1_700_000_000, BODY)
+    expected = hmac.new(SECRET.encode(), b"1700000000." + BODY, hashlib.sha256).hexdigest()
+    assert header == f"t=1700000000,v1={expected}"
+
+
+def test_two_secrets_give_two_v1_values() -> None:
+    header = signature_header([SECRET, "whsec_old"], 5, BODY)
+    assert parse_header(header) is not None
+    assert header.count(",v1=") == 2
+    assert verify("whsec_old", header, BODY, now=5)
+
+
+def test_verify_checks_bytes_secret_and_tolerance() -> None:
+    header = signature_header([SECRET], 1000, BODY)
+    assert verify(SECRET, header, BODY, now=1000)
+    assert verify(SECRET, header, BODY, now=1299)
+    assert not verify(SECRET, header, BODY, now=1300)
+    assert not verify(SECRET, header, BODY, now=700)
+    assert not verify("whsec_other", header, BODY, now=1000)
+    assert not verify(SECRET, header, BODY + b" ", now=1000)
+    assert not verify(SECRET, "v1=abc", BODY, now=1000)
+    assert not verify(SECRET, "t=1000", BODY, now=1000)
+
+
+def test_previous_secret_signs_only_during_its_overlap() -> None:
+    account = Account("acct_x", "", "guard", "", signing_secret="new", previous_secret="old",
+                      previous_secret_until="2026-01-02T00:00:00.000Z")
+    assert signing_secrets(account, 1767225600000) == ["new", "old"]
+    assert signing_secrets(account, 1767312000000) == ["new"]
+
+
+def test_the_body_is_the_envelope_only() -> None:
+    alert = {"id": "alrt_1", "type": "t", "account_id": "acct_1", "created_at": "c", "data": {}, "severity": "info",
+             "subject": "s"}
+    assert envelope_bytes(alert) == b'{"id":"alrt_1","type":"t","account_id":"acct_1","created_at":"c","data":{}}'
