@@ -130,8 +130,13 @@ class Alerting:
             )
             log.info(
                 "delivery",
-                extra={"alert_id": alert["id"], "delivered": outcome.delivered, "status": outcome.status,
-                       "error": outcome.error, "ms": outcome.duration_ms},
+                extra={
+                    "alert_id": alert["id"],
+                    "delivered": outcome.delivered,
+                    "status": outcome.status,
+                    "error": outcome.error,
+                    "ms": outcome.duration_ms,
+                },
             )
             await self._record(
                 {
@@ -153,8 +158,12 @@ class Alerting:
             positions = {}
             if self.consumer is not None:
                 positions = {str(tp.partition): await self.consumer.position(tp) for tp in self.consumer.assignment()}
-            record = {"kind": "alerting.heartbeat", "instance": self.instance, "positions": positions,
-                      "sent_at": time.time()}
+            record = {
+                "kind": "alerting.heartbeat",
+                "instance": self.instance,
+                "positions": positions,
+                "sent_at": time.time(),
+            }
             try:
                 await self.producer.send_and_wait(self.settings.topic("status"), orjson.dumps(record), key=b"alerting")
             except KafkaError as exc:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -152,7 +152,6 @@ class Admin:
             }
         )
         return {"signing_secret": secret, "previous_valid_until": until}
-
 
     async def payment_failed(self, account_id: str, amount_cents: int, attempt: int) -> dict[str, Any]:
         """Append a failed Guard-plan payment to the billing topic, as the billing system would."""

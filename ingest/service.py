@@ -9,8 +9,8 @@ import time
 from typing import Any
 
 import orjson
-from aiokafka.errors import KafkaError
 from aiohttp import web
+from aiokafka.errors import KafkaError
 
 from callscreen.accounts import AccountsView, apply
 from callscreen.follow import TopicFollower
@@ -66,7 +66,9 @@ class Edge:
         record = orjson.dumps({"kind": "edge.heartbeat", "edge": self.replies.edge_id})
         while True:
             try:
-                await self.producer.send_and_wait(self.settings.topic("status"), record, key=self.replies.edge_id.encode())
+                await self.producer.send_and_wait(
+                    self.settings.topic("status"), record, key=self.replies.edge_id.encode()
+                )
                 self.last_write_ok = time.monotonic()
             except KafkaError as exc:
                 log.warning("broker refused a write", extra={"error": type(exc).__name__})

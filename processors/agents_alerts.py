@@ -43,7 +43,9 @@ def register(rt: Runtime) -> None:
                 continue
             account, at = record["account_id"], int(record["at"])
             last = rt.read("billing", account)
-            if last is not None and (last["id"] == record["id"] or at - last["at"] < rt.detectors.cooldown_min * MIN_MS):
+            if last is not None and (
+                last["id"] == record["id"] or at - last["at"] < rt.detectors.cooldown_min * MIN_MS
+            ):
                 continue
             rt.write("billing", account, {"id": record["id"], "at": at})
             data = {"amount_cents": record["amount_cents"], "attempt": record["attempt"]}

@@ -35,7 +35,9 @@ def register(rt: Runtime) -> None:
             acks = []
             for detection in found:
                 account = fact["account_id"]
-                alert = make_alert(account, detection.type, detection.subject, detection.window_start, detection.at, detection.data)
+                alert = make_alert(
+                    account, detection.type, detection.subject, detection.window_start, detection.at, detection.data
+                )
                 if detection.raised:
                     acks.append(await rt.send("alerts", account, alert))
                 for placed in consequences(fact, detection, alert["id"], rules):

@@ -6,7 +6,7 @@ import asyncio
 import socket
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import faust
 import orjson
@@ -101,12 +101,15 @@ def register_housekeeping(rt: Runtime) -> None:
     async def heartbeat() -> None:
         assignment = app.consumer.assignment() if app.consumer else set()
         held = sorted(tp.partition for tp in assignment if tp.topic == events_topic)
-        ready = not app.rebalancing and app.tables.recovery.completed.is_set()
+        tables: Any = app.tables
+        ready = not app.rebalancing and tables.recovery.completed.is_set()
         record = {"kind": "worker.heartbeat", "worker": worker_id, "partitions": held, "ready": ready}
         await rt.send("status", worker_id, record)
 
-    @app.on_before_shutdown.connect
-    async def stopped(app: faust.App, **kwargs: Any) -> None:
+    async def stopped(sender: Any, **kwargs: Any) -> None:
         record = {"kind": "worker.stopped", "worker": worker_id}
         await asyncio.wait_for(await rt.send("status", worker_id, record), 1.0)
         await rt.direct.stop()
+
+    # Faust's signal types do not admit a coroutine function; it awaits one all the same.
+    app.on_before_shutdown.connect(cast(Any, stopped))

@@ -11,12 +11,12 @@ from typing import Any
 
 from callscreen.plans import PlanLimits
 from callscreen.times import format_ms
-from processors.features import FeatureView
 from processors.alerts import make_alert
 from processors.detectors import pattern_matches
+from processors.features import FeatureView
 from processors.live import ALERT_LEVEL, LiveThresholds, picture
 from processors.policy import Policy
-from processors.scoring import Signals, settle_spam_score, score_start
+from processors.scoring import Signals, score_start, settle_spam_score
 
 DAY_MS = 86_400_000
 DEFAULT_LIVE = LiveThresholds()
@@ -203,7 +203,7 @@ def new_call(record: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
         "score": answer["score"],
         "action": answer["action"],
         "capped": bool(answer.get("capped")),
-        "spam_score": None if answer.get("capped") else int(round(answer["score"] * 100)),
+        "spam_score": None if answer.get("capped") else round(answer["score"] * 100),
         "reasons": list(answer["reasons"]),
         "answer": answer,
         "live": new_live(),
@@ -244,7 +244,15 @@ def merge_cost(call: dict[str, Any], record: dict[str, Any]) -> None:
 def end(state: dict[str, Any], record: dict[str, Any]) -> Outcome:
     call = dict(state)
     if call["state"] == "ended":
-        return Outcome(200, {"call_id": call["call_id"], "duration_s": call["duration_s"], "spam_score": call["spam_score"], "duplicate": True})
+        return Outcome(
+            200,
+            {
+                "call_id": call["call_id"],
+                "duration_s": call["duration_s"],
+                "spam_score": call["spam_score"],
+                "duplicate": True,
+            },
+        )
     merge_cost(call, record)
     call["attrs"] = {**call["attrs"], **(record.get("attrs") or {})}
     call["ended_at"] = record["at"]
@@ -352,7 +360,9 @@ def live_spam_score(call: dict[str, Any], duration_s: int | None = None, reason:
         live_score=live["score"],
         duration_s=duration_s or 0,
         answered=at_end and reason not in NOT_ANSWERED,
-        machine_inbound=at_end and call["direction"] == "inbound" and call["attrs"].get("answered_by") == "machine_start",
+        machine_inbound=at_end
+        and call["direction"] == "inbound"
+        and call["attrs"].get("answered_by") == "machine_start",
         flags=live["flags"],
         two_sided=live["user_turns"] >= 2 and live["agent_turns"] >= 2,
     )

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from callscreen.settings import Settings
-
 from processors.alerts import alert_id
 
 MIN_MS = 60_000
@@ -106,10 +105,19 @@ def _cool(state: dict[str, Any], found: Detection, rules: DetectorRules) -> None
 
 
 def _decided(state: dict[str, Any], fact: dict[str, Any], rules: DetectorRules) -> list[Detection]:
-    at, number, caller = fact["at"], fact["number"], fact["caller"]
+    at, caller = fact["at"], fact["caller"]
     geo = fact.get("geo") or {}
     first = fact.get("caller_first_at")
-    entry = [at, caller, fact.get("caller_country", ""), first, geo.get("zip"), geo.get("city"), geo.get("region"), fact["call_id"]]
+    entry = [
+        at,
+        caller,
+        fact.get("caller_country", ""),
+        first,
+        geo.get("zip"),
+        geo.get("city"),
+        geo.get("region"),
+        fact["call_id"],
+    ]
     keep_from = at - max(rules.prefix_window_min, rules.geo_window_min, 60) * MIN_MS
     recent = sorted([e for e in state["calls"] if e[0] > keep_from] + [entry], key=lambda e: (e[0], e[7]))
     state["calls"] = recent[-CALLS_KEEP:]
@@ -142,8 +150,13 @@ def rate_exceeded(state: dict[str, Any], fact: dict[str, Any], rules: DetectorRu
     count = sum(1 for e in _window(state, fact["at"], rules.rate_window_min) if e[1] == caller)
     if count <= rules.rate_calls:
         return []
-    data = {"number": fact["number"], "caller": caller, "call_id": fact["call_id"], "count": count,
-            "window_min": rules.rate_window_min}
+    data = {
+        "number": fact["number"],
+        "caller": caller,
+        "call_id": fact["call_id"],
+        "count": count,
+        "window_min": rules.rate_window_min,
+    }
     return [Detection("caller.rate_exceeded", f"{caller}|{fact['number']}", fact["at"], data, blocks=[caller])]
 
 
@@ -154,15 +167,25 @@ def rotating_numbers(state: dict[str, Any], fact: dict[str, Any], rules: Detecto
     if len(run) < rules.rotating_callers:
         return []
     pattern = prefix + "X" * cut
-    data = {"number": fact["number"], "call_id": fact["call_id"], "pattern": pattern, "numbers": run,
-            "count": len(run), "window_min": rules.rotating_window_min}
+    data = {
+        "number": fact["number"],
+        "call_id": fact["call_id"],
+        "pattern": pattern,
+        "numbers": run,
+        "count": len(run),
+        "window_min": rules.rotating_window_min,
+    }
     active = {
         "kind": "rotating_numbers",
         "match": prefix,
         "width": len(fact["caller"]),
         "until": fact["at"] + rules.rotating_window_min * MIN_MS,
     }
-    return [Detection("caller.rotating_numbers", f"{fact['number']}|{pattern}", fact["at"], data, blocks=run, pattern=active)]
+    return [
+        Detection(
+            "caller.rotating_numbers", f"{fact['number']}|{pattern}", fact["at"], data, blocks=run, pattern=active
+        )
+    ]
 
 
 def _digits(number: str, count: int) -> str:
@@ -178,8 +201,13 @@ def prefix_cluster(state: dict[str, Any], fact: dict[str, Any], rules: DetectorR
     sharing = sum(1 for e in calls if _digits(e[1], rules.prefix_digits) == prefix)
     if len(fresh) < rules.prefix_callers or sharing < rules.prefix_share * len(calls):
         return []
-    data = {"number": fact["number"], "call_id": fact["call_id"], "pattern": f"+{prefix}*", "count": len(fresh),
-            "window_min": window}
+    data = {
+        "number": fact["number"],
+        "call_id": fact["call_id"],
+        "pattern": f"+{prefix}*",
+        "count": len(fresh),
+        "window_min": window,
+    }
     active = {"kind": "prefix_cluster", "match": prefix, "until": at + window * MIN_MS}
     return [Detection("number.prefix_cluster", f"{fact['number']}|{prefix}", at, data, pattern=active)]
 
@@ -204,12 +232,19 @@ def country_burst(state: dict[str, Any], fact: dict[str, Any], rules: DetectorRu
     window_start = at - rules.country_window_min * MIN_MS
     count = sum(1 for e in _window(state, at, rules.country_window_min) if e[2] == country)
     seen = state["countries"].get(country, {"recent": [], "before": None})
-    before = max([t for t in seen["recent"] if t <= window_start] + ([seen["before"]] if seen["before"] else []), default=None)
+    before = max(
+        [t for t in seen["recent"] if t <= window_start] + ([seen["before"]] if seen["before"] else []), default=None
+    )
     quiet_since = window_start - rules.country_quiet_days * DAY_MS
     if count < rules.country_calls or (before is not None and before >= quiet_since):
         return []
-    data = {"number": fact["number"], "call_id": fact["call_id"], "country": country, "count": count,
-            "window_min": rules.country_window_min}
+    data = {
+        "number": fact["number"],
+        "call_id": fact["call_id"],
+        "country": country,
+        "count": count,
+        "window_min": rules.country_window_min,
+    }
     active = {"kind": "country_burst", "match": country, "until": at + rules.country_window_min * MIN_MS}
     return [Detection("number.country_burst", f"{fact['number']}|{country}", at, data, pattern=active)]
 
@@ -225,8 +260,16 @@ def geo_cluster(state: dict[str, Any], fact: dict[str, Any], rules: DetectorRule
     if len(callers) < rules.geo_callers:
         return []
     geo = fact.get("geo") or {}
-    data = {"number": fact["number"], "call_id": fact["call_id"], "zip": zip_code, "city": geo.get("city"),
-            "region": geo.get("region"), "numbers": callers, "count": len(callers), "window_min": window}
+    data = {
+        "number": fact["number"],
+        "call_id": fact["call_id"],
+        "zip": zip_code,
+        "city": geo.get("city"),
+        "region": geo.get("region"),
+        "numbers": callers,
+        "count": len(callers),
+        "window_min": window,
+    }
     active = {"kind": "geo_cluster", "match": zip_code, "until": at + window * MIN_MS}
     return [Detection("number.geo_cluster", f"{fact['number']}|{zip_code}", at, data, pattern=active)]
 
@@ -257,8 +300,12 @@ def volume_spike(state: dict[str, Any], fact: dict[str, Any], rules: DetectorRul
         if previous >= spike["hour"] and state["hours"].get(str(previous), 0) < rules.normal_factor * baseline(
             state["hours"], previous, rules
         ):
-            data = {"number": fact["number"], "minutes": (at - spike["since"]) // MIN_MS, "peak": spike["peak"],
-                    "expected": spike["expected"]}
+            data = {
+                "number": fact["number"],
+                "minutes": (at - spike["since"]) // MIN_MS,
+                "peak": spike["peak"],
+                "expected": spike["expected"],
+            }
             found.append(Detection("number.volume_normal", fact["number"], at, data))
             state["spike"] = spike = None
         else:
@@ -285,9 +332,16 @@ def _settled(state: dict[str, Any], fact: dict[str, Any], rules: DetectorRules) 
     state["spend"] = {h: b for h, b in spend.items() if int(h) > oldest}
     if bucket["spend"] <= rules.spend_ceiling:
         return []
-    past = [state["spend"].get(str(hour - d * DAY_MS), {"spend": 0.0})["spend"] for d in range(1, rules.baseline_days + 1)]
-    data = {"number": fact["number"], "spend": round(bucket["spend"], 2), "ceiling": rules.spend_ceiling,
-            "usual": round(sum(past) / len(past), 2), "calls": bucket["calls"]}
+    past = [
+        state["spend"].get(str(hour - d * DAY_MS), {"spend": 0.0})["spend"] for d in range(1, rules.baseline_days + 1)
+    ]
+    data = {
+        "number": fact["number"],
+        "spend": round(bucket["spend"], 2),
+        "ceiling": rules.spend_ceiling,
+        "usual": round(sum(past) / len(past), 2),
+        "calls": bucket["calls"],
+    }
     return [Detection("number.spend_exceeded", fact["number"], at, data)]
 
 
@@ -299,11 +353,11 @@ def pattern_matches(pattern: dict[str, Any], caller: str, country: str, zip_code
     """Whether a caller falls inside an active pattern placed on its number."""
     kind, match = pattern["kind"], pattern["match"]
     if kind == "rotating_numbers":
-        return caller.startswith(match) and len(caller) == pattern.get("width")
+        return caller.startswith(str(match)) and len(caller) == pattern.get("width")
     if kind == "prefix_cluster":
-        return caller.lstrip("+").startswith(match)
+        return caller.lstrip("+").startswith(str(match))
     if kind == "country_burst":
-        return country == match
+        return country == str(match)
     if kind == "geo_cluster":
-        return zip_code is not None and zip_code == match
+        return zip_code is not None and zip_code == str(match)
     return False

@@ -151,7 +151,7 @@ class FeatureView:
         h["calls"] += 1
         h["first"] = at if h.get("first") is None else min(h["first"], at)
         if "score" in fact["answer"] and not fact["answer"].get("capped"):
-            start = {"score": int(round(fact["answer"]["score"] * 100)), "at": at}
+            start = {"score": round(fact["answer"]["score"] * 100), "at": at}
             if h.get("start") is None or start["at"] >= h["start"]["at"]:
                 h["start"] = start
         self.store.put(f"hist|{caller}", h)

@@ -100,7 +100,9 @@ def _turns(events: list[dict[str, Any]]) -> dict[str, Turn]:
         elif kind == "turn.ended" and role:
             start = _match(open_starts[role], event.get("turn"))
             seconds = (event["at"] - start["at"]) / 1000 if start is not None else None
-            turn = Turn(role, event["at"], seconds, event.get("words"), event.get("hash"), event.get("turn"), start is None)
+            turn = Turn(
+                role, event["at"], seconds, event.get("words"), event.get("hash"), event.get("turn"), start is None
+            )
             completed[event["id"]] = turn
             if turn.index is not None:
                 by_index[(role, turn.index)] = turn
@@ -110,7 +112,9 @@ def _turns(events: list[dict[str, Any]]) -> dict[str, Turn]:
                 known.words = event.get("words", known.words)
                 known.hash = event.get("hash", known.hash)
             else:
-                completed[event["id"]] = Turn(role, event["at"], None, event.get("words"), event.get("hash"), None, True)
+                completed[event["id"]] = Turn(
+                    role, event["at"], None, event.get("words"), event.get("hash"), None, True
+                )
     return completed
 
 
@@ -121,9 +125,7 @@ def _match(starts: list[dict[str, Any]], index: int | None) -> dict[str, Any] | 
     return None
 
 
-def picture(
-    events: list[dict[str, Any]], started_at: int, start_score: float, th: LiveThresholds
-) -> Picture:
+def picture(events: list[dict[str, Any]], started_at: int, start_score: float, th: LiveThresholds) -> Picture:
     """The live picture after every event in `events` (ticks included), walked in call time."""
     ordered = timeline(events)
     turns = _turns(ordered)
@@ -177,7 +179,8 @@ def picture(
             "rapid_fire": len(user_started) >= th.rapid_count,
             "repeated_turns": bool(hashes) and max(hashes.values()) >= th.repeat_count,
             "silent_listener": at - started_at >= th.silent_s * 1000 and agent_spoke and not user_spoke,
-            "one_sided": pic.user_words >= th.one_sided_words and pic.agent_words <= th.one_sided_ratio * pic.user_words,
+            "one_sided": pic.user_words >= th.one_sided_words
+            and pic.agent_words <= th.one_sided_ratio * pic.user_words,
         }
         for flag in FLAGS:
             if tripped[flag] and flag not in pic.flags:

@@ -77,9 +77,11 @@ class Runtime:
     async def send(self, topic: str, key: str, value: dict[str, Any], partition: int | None = None) -> Any:
         """Queue a record on the direct producer; returns the future of its ack."""
         producer = await self.direct.get()
-        return await producer.send(self.settings.topic(topic), orjson.dumps(value), key=key.encode(), partition=partition)
+        return await producer.send(
+            self.settings.topic(topic), orjson.dumps(value), key=key.encode(), partition=partition
+        )
 
-    async def reply(self, event: EventT, status: int, body: dict[str, Any]) -> None:
+    async def reply(self, event: EventT[Any], status: int, body: dict[str, Any]) -> None:
         """Answer the edge that asked, on the replies partition it named; records without one are replays."""
         headers = dict(event.headers or {})
         partition, corr = headers.get("reply-partition"), headers.get("corr")

@@ -52,7 +52,12 @@ class Signals:
     checks: dict[str, int] = field(default_factory=dict)
 
 
-ATTESTATION_REASONS = {"failed": "attestation_failed", "C": "attestation_c", "B": "attestation_b", "none": "attestation_none"}
+ATTESTATION_REASONS = {
+    "failed": "attestation_failed",
+    "C": "attestation_c",
+    "B": "attestation_b",
+    "none": "attestation_none",
+}
 
 
 def action_for(score: float, policy: Policy) -> str:
@@ -148,4 +153,4 @@ def settle_spam_score(
     value += 10 * len(flags)
     if two_sided and not flags:
         value *= 0.7
-    return max(0, min(100, int(round(value))))
+    return max(0, min(100, round(value)))

@@ -9,7 +9,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.service import RunningService, AccountKeys, create_account, start_service
+from tests.service import AccountKeys, RunningService, create_account, start_service
 
 
 @pytest.fixture(scope="session")

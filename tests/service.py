@@ -45,15 +45,10 @@ def start_service(data_dir: Path, broker: str = "", *extra: str, env: dict[str, 
     command = [sys.executable, "-m", "callscreen.cli", "run", "--port", str(port), "--data-dir", str(data_dir), *extra]
     if broker:
         command += ["--broker", broker]
-    log = open(data_dir.parent / f"{data_dir.name}.log", "a")
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
-    log.close()
+    with open(data_dir.parent / f"{data_dir.name}.log", "a") as log:
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, **(env or {})}
+        )
     lines: list[str] = []
     deadline = time.monotonic() + START_TIMEOUT_S
     assert process.stdout is not None
@@ -96,7 +91,9 @@ async def create_account(
     """A fresh account, returned once the edge accepts its key (the contract allows one second)."""
     async with Admin(settings) as admin:
         created = await admin.account_create(plan, "test")
-    account = AccountKeys(**{k: created[k] for k in ("account_id", "key", "key_id", "ingest_token", "signing_secret", "plan")})
+    account = AccountKeys(
+        **{k: created[k] for k in ("account_id", "key", "key_id", "ingest_token", "signing_secret", "plan")}
+    )
     await wait_for_status(http, "GET", f"{base_url}/v1/account", 200, headers=account.headers)
     return account
 

@@ -29,8 +29,14 @@ class Traffic:
 
     async def start(self, caller: str, minute: float, **fields: Any) -> Any:
         self.seq += 1
-        body = {"type": "call.started", "call_id": f"t{self.seq}", "to": NUMBER, "from": caller,
-                "at": format_ms(self.base + int(minute * MIN)), **fields}
+        body = {
+            "type": "call.started",
+            "call_id": f"t{self.seq}",
+            "to": NUMBER,
+            "from": caller,
+            "at": format_ms(self.base + int(minute * MIN)),
+            **fields,
+        }
         async with self.http.post(f"{self.base_url}/v1/events", json=body, headers=self.account.headers) as r:
             assert r.status == 200, await r.text()
             return await r.json()
@@ -71,7 +77,9 @@ async def settle(t: Traffic) -> None:
             return
 
 
-async def test_rate_exceeded_once_then_blocked(http: aiohttp.ClientSession, base_url: str, account: AccountKeys) -> None:
+async def test_rate_exceeded_once_then_blocked(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys
+) -> None:
     t = traffic(http, base_url, account)
     caller = "+447911200001"
     for i in range(5):
@@ -119,7 +127,9 @@ async def test_rotating_numbers_burst_gives_one_alert_and_blocks_the_run(
     assert "rotating_numbers" in newcomer["reasons"]
 
 
-async def test_prefix_cluster_of_fresh_callers(http: aiohttp.ClientSession, base_url: str, account: AccountKeys) -> None:
+async def test_prefix_cluster_of_fresh_callers(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys
+) -> None:
     t = traffic(http, base_url, account)
     callers = [f"+13125551{i}0{i}" for i in range(10)]
     for i, caller in enumerate(callers[:9]):
@@ -132,7 +142,9 @@ async def test_prefix_cluster_of_fresh_callers(http: aiohttp.ClientSession, base
     assert "prefix_cluster" in inside["reasons"]
 
 
-async def test_country_burst_from_a_new_country(http: aiohttp.ClientSession, base_url: str, account: AccountKeys) -> None:
+async def test_country_burst_from_a_new_country(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys
+) -> None:
     t = traffic(http, base_url, account)
     for i in range(9):
         await t.start(f"+3361234{i}{i}{i}{i}", i)
@@ -144,7 +156,9 @@ async def test_country_burst_from_a_new_country(http: aiohttp.ClientSession, bas
     assert "country_burst" in inside["reasons"]
 
 
-async def test_geo_cluster_of_fresh_callers_in_one_zip(http: aiohttp.ClientSession, base_url: str, account: AccountKeys) -> None:
+async def test_geo_cluster_of_fresh_callers_in_one_zip(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys
+) -> None:
     t = traffic(http, base_url, account)
     geo = {"zip": "73301", "city": "Austin", "region": "TX", "country": "US"}
     callers = [f"+1512{i}{i}{i}0{i}{i}{i}" for i in range(2, 7)]
@@ -154,12 +168,20 @@ async def test_geo_cluster_of_fresh_callers_in_one_zip(http: aiohttp.ClientSessi
     await t.start(callers[4], 4, attrs={"geo": geo})
     (alert,) = await t.wait_for("number.geo_cluster")
     assert alert["data"] == {
-        "number": NUMBER, "call_id": "t5", "zip": "73301", "city": "Austin", "region": "TX",
-        "numbers": sorted(callers), "count": 5, "window_min": 30,
+        "number": NUMBER,
+        "call_id": "t5",
+        "zip": "73301",
+        "city": "Austin",
+        "region": "TX",
+        "numbers": sorted(callers),
+        "count": 5,
+        "window_min": 30,
     }
 
 
-async def test_volume_exceeded_past_120_calls_an_hour(http: aiohttp.ClientSession, base_url: str, account: AccountKeys) -> None:
+async def test_volume_exceeded_past_120_calls_an_hour(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys
+) -> None:
     t = traffic(http, base_url, account)
     for i in range(120):
         await t.start(f"+1646{i:03d}{i:04d}", i * 0.45)
@@ -196,7 +218,9 @@ async def test_spend_exceeded_in_an_hour(http: aiohttp.ClientSession, base_url: 
     assert alert["data"] == {"number": NUMBER, "spend": 25.01, "ceiling": 25.0, "usual": 0.0, "calls": 4}
 
 
-async def test_long_running_call_from_the_sweep(http: aiohttp.ClientSession, base_url: str, account: AccountKeys) -> None:
+async def test_long_running_call_from_the_sweep(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys
+) -> None:
     t = traffic(http, base_url, account)
     t.base = now_ms() - 31 * MIN
     await t.start("+19175550999", 0)
@@ -243,7 +267,9 @@ async def test_alert_listing_filters_cursor_and_isolation(
     assert [a["created_at"] for a in rate] == sorted((a["created_at"] for a in rate), reverse=True)
     async with http.get(f"{base_url}/v1/alerts?limit=2&type=caller.rate_exceeded", headers=account.headers) as r:
         first = await r.json()
-    async with http.get(f"{base_url}/v1/alerts?limit=2&type=caller.rate_exceeded&cursor={first['next_cursor']}", headers=account.headers) as r:
+    async with http.get(
+        f"{base_url}/v1/alerts?limit=2&type=caller.rate_exceeded&cursor={first['next_cursor']}", headers=account.headers
+    ) as r:
         second = await r.json()
     assert [a["id"] for a in first["data"] + second["data"]] == [a["id"] for a in rate]
     assert second["next_cursor"] is None

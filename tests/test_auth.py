@@ -88,7 +88,9 @@ async def test_revoked_key_is_refused_within_one_second(
         await wait_for_status(http, "GET", f"{base_url}/v1/account", 200, headers=headers)
         revoked_at = time.monotonic()
         await admin.key_revoke(account.account_id, extra["key_id"])
-    await wait_for_status(http, "GET", f"{base_url}/v1/account", 401, timeout_s=1.0 - (time.monotonic() - revoked_at), headers=headers)
+    await wait_for_status(
+        http, "GET", f"{base_url}/v1/account", 401, timeout_s=1.0 - (time.monotonic() - revoked_at), headers=headers
+    )
     async with http.get(f"{base_url}/v1/account", headers=account.headers) as r:
         assert r.status == 200
 

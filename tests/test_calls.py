@@ -15,7 +15,9 @@ TO = "+14155552671"
 CALLER = "+12125550123"
 
 
-async def post(http: aiohttp.ClientSession, base_url: str, account: AccountKeys, body: dict[str, Any]) -> tuple[int, Any]:
+async def post(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys, body: dict[str, Any]
+) -> tuple[int, Any]:
     async with http.post(f"{base_url}/v1/events", json=body, headers=account.headers) as r:
         return r.status, await r.json()
 
@@ -48,9 +50,13 @@ async def test_start_and_end_validation_errors(
     assert await post(http, base_url, account, body) == (400, {"error": code})
 
 
-async def test_start_then_end_settles_the_record(http: aiohttp.ClientSession, base_url: str, account: AccountKeys) -> None:
+async def test_start_then_end_settles_the_record(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys
+) -> None:
     began = now_ms() - 60_000
-    status, answer = await post(http, base_url, account, start("life-1", at=format_ms(began), attrs={"attestation": "A"}))
+    status, answer = await post(
+        http, base_url, account, start("life-1", at=format_ms(began), attrs={"attestation": "A"})
+    )
     assert status == 200
     assert answer["call_id"] == "life-1"
     assert answer["action"] == "allow"
@@ -65,8 +71,14 @@ async def test_start_then_end_settles_the_record(http: aiohttp.ClientSession, ba
         http,
         base_url,
         account,
-        {"type": "call.ended", "call_id": "life-1", "at": format_ms(began + 42_400), "reason": "completed",
-         "cost": 0.12, "attrs": {"carrier": "acme"}},
+        {
+            "type": "call.ended",
+            "call_id": "life-1",
+            "at": format_ms(began + 42_400),
+            "reason": "completed",
+            "cost": 0.12,
+            "attrs": {"carrier": "acme"},
+        },
     )
     assert status == 200
     assert ended == {"call_id": "life-1", "duration_s": 42, "spam_score": 0}
@@ -106,13 +118,20 @@ async def test_duplicate_end_changes_nothing(http: aiohttp.ClientSession, base_u
     assert call["duration_s"] == 20 and call["cost"] is None and call["reason"] == "ended"
 
 
-async def test_end_and_turn_for_unknown_call_are_404(http: aiohttp.ClientSession, base_url: str, account: AccountKeys) -> None:
-    assert await post(http, base_url, account, {"type": "call.ended", "call_id": "ghost"}) == (404, {"error": "unknown_call"})
+async def test_end_and_turn_for_unknown_call_are_404(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys
+) -> None:
+    assert await post(http, base_url, account, {"type": "call.ended", "call_id": "ghost"}) == (
+        404,
+        {"error": "unknown_call"},
+    )
     turn = {"type": "turn.started", "call_id": "ghost", "role": "user"}
     assert await post(http, base_url, account, turn) == (404, {"error": "unknown_call"})
 
 
-async def test_register_false_refuses_unknown_numbers(http: aiohttp.ClientSession, base_url: str, account: AccountKeys) -> None:
+async def test_register_false_refuses_unknown_numbers(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys
+) -> None:
     assert await post(http, base_url, account, start("np-1", register=False)) == (409, {"error": "not_protected"})
     assert (await get(http, f"{base_url}/v1/calls/np-1", account))[0] == 404
     status, _ = await post(http, base_url, account, start("np-2"))
@@ -170,14 +189,18 @@ async def test_daily_allowance_caps_scoring_but_records_the_call(
 
     for batch in range(0, 1000, 50):
         assert set(await asyncio.gather(*(one(i) for i in range(batch, batch + 50)))) == {200}
-    status, capped = await post(http, base_url, watch_account, start("allow-over", at=format_ms(day + 50_000), attrs={"attestation": "failed"}))
+    status, capped = await post(
+        http, base_url, watch_account, start("allow-over", at=format_ms(day + 50_000), attrs={"attestation": "failed"})
+    )
     assert status == 200
     assert capped["capped"] is True
     assert capped["cap"] == {"allowance": 1000, "used": 1000, "resets_at": format_ms(day + 86_400_000)}
     assert (capped["action"], capped["score"], capped["reasons"]) == ("allow", 0.0, ["capped"])
-    status, call = await get(http, f"{base_url}/v1/calls/allow-over", watch_account)
+    status, _call = await get(http, f"{base_url}/v1/calls/allow-over", watch_account)
     assert status == 200
-    status, ended = await post(http, base_url, watch_account, {"type": "call.ended", "call_id": "allow-over", "at": format_ms(day + 80_000)})
+    status, ended = await post(
+        http, base_url, watch_account, {"type": "call.ended", "call_id": "allow-over", "at": format_ms(day + 80_000)}
+    )
     assert (status, ended["spam_score"]) == (200, None)
 
 
@@ -194,16 +217,25 @@ async def test_provider_call_id_folds_carrier_and_platform_reports(
         http,
         base_url,
         account,
-        {"type": "call.ended", "call_id": "CA-77", "at": format_ms(began + 61_000), "cost": 0.02,
-         "cost_breakdown": {"carrier": 0.02}},
+        {
+            "type": "call.ended",
+            "call_id": "CA-77",
+            "at": format_ms(began + 61_000),
+            "cost": 0.02,
+            "cost_breakdown": {"carrier": 0.02},
+        },
     )
     assert (status, ended["call_id"], ended["duration_s"]) == (200, "plat-1", 61)
     status, again = await post(
         http,
         base_url,
         account,
-        {"type": "call.ended", "call_id": "plat-1", "cost": 0.30,
-         "cost_breakdown": {"llm": 0.2, "tts": 0.05, "stt": 0.03, "platform": 0.02}},
+        {
+            "type": "call.ended",
+            "call_id": "plat-1",
+            "cost": 0.30,
+            "cost_breakdown": {"llm": 0.2, "tts": 0.05, "stt": 0.03, "platform": 0.02},
+        },
     )
     assert (status, again["duplicate"]) == (200, True)
     _, listed = await get(http, f"{base_url}/v1/calls", account)
@@ -214,7 +246,12 @@ async def test_list_calls_filters_and_cursor(http: aiohttp.ClientSession, base_u
     base = now_ms() - 600_000
     for i in range(7):
         attrs = {"attestation": "failed"} if i % 2 else {"attestation": "A"}
-        await post(http, base_url, account, start(f"list-{i}", at=format_ms(base + i * 1000), attrs=attrs, **{"from": f"+12125{i}50100"}))
+        await post(
+            http,
+            base_url,
+            account,
+            start(f"list-{i}", at=format_ms(base + i * 1000), attrs=attrs, **{"from": f"+12125{i}50100"}),
+        )
     seen: list[str] = []
     url = f"{base_url}/v1/calls?limit=3"
     while url:

@@ -17,8 +17,15 @@ from tests.service import AccountKeys, RunningService, wait_for_status
 async def cli(service: RunningService, *args: str) -> tuple[int, Any, str]:
     """Run `callscreen ARGS --data-dir <the service's>` so it finds the broker `run` recorded."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "callscreen.cli", *args, "--data-dir", str(service.data_dir),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ},
+        sys.executable,
+        "-m",
+        "callscreen.cli",
+        *args,
+        "--data-dir",
+        str(service.data_dir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ},
     )
     out, err = await process.communicate()
     code = await process.wait()
@@ -36,7 +43,9 @@ async def test_account_create_prints_credentials_once(
     assert created["ingest_token"].startswith("cs_ing_")
     assert created["signing_secret"].startswith("whsec_")
     assert created["account_id"].startswith("acct_") and len(created["account_id"]) == 21
-    await wait_for_status(http, "GET", f"{base_url}/v1/account", 200, headers={"Authorization": f"Bearer {created['key']}"})
+    await wait_for_status(
+        http, "GET", f"{base_url}/v1/account", 200, headers={"Authorization": f"Bearer {created['key']}"}
+    )
 
 
 async def test_plan_set_takes_effect_within_a_second(
@@ -64,14 +73,20 @@ async def test_secret_show_and_rotate(service: RunningService, account: AccountK
 
 
 async def test_trusted_and_key_commands(service: RunningService, account: AccountKeys) -> None:
-    code, out, _ = await cli(service, "trusted", "add", "--account", account.account_id, "--number", "+1 (212) 555-0123")
+    code, out, _ = await cli(
+        service, "trusted", "add", "--account", account.account_id, "--number", "+1 (212) 555-0123"
+    )
     assert (code, out) == (0, {"account_id": account.account_id, "number": "+12125550123", "trusted": True})
-    code, key, _ = await cli(service, "key", "create", "--account", account.account_id, "--scope", "read", "--label", "bi")
+    code, key, _ = await cli(
+        service, "key", "create", "--account", account.account_id, "--scope", "read", "--label", "bi"
+    )
     assert code == 0
     assert key["key"].startswith("cs_read_") and key["scope"] == "read" and key["label"] == "bi"
     code, out, _ = await cli(service, "key", "revoke", "--account", account.account_id, "--key-id", key["key_id"])
     assert (code, out) == (0, {"key_id": key["key_id"], "revoked": True})
-    code, token, _ = await cli(service, "token", "rotate", "--account", account.account_id, "--kind", "gate", "--number", "+14155552671")
+    code, token, _ = await cli(
+        service, "token", "rotate", "--account", account.account_id, "--kind", "gate", "--number", "+14155552671"
+    )
     assert code == 0 and token["token"].startswith("cs_gate_")
 
 

@@ -10,7 +10,9 @@ from tests.service import AccountKeys
 START = {"type": "call.started", "call_id": "c-err", "to": "+14155552671", "from": "+12125550123"}
 
 
-async def post(http: aiohttp.ClientSession, url: str, headers: dict[str, str], **kwargs: object) -> tuple[int, dict[str, object]]:
+async def post(
+    http: aiohttp.ClientSession, url: str, headers: dict[str, str], **kwargs: object
+) -> tuple[int, dict[str, object]]:
     async with http.post(url, headers=headers, **kwargs) as r:  # type: ignore[arg-type]
         assert r.content_type == "application/json"
         return r.status, await r.json()
@@ -21,7 +23,9 @@ async def test_body_not_json_is_invalid_json(http: aiohttp.ClientSession, base_u
     assert (status, body) == (400, {"error": "invalid_json"})
 
 
-async def test_body_not_object_is_invalid_body(http: aiohttp.ClientSession, base_url: str, account: AccountKeys) -> None:
+async def test_body_not_object_is_invalid_body(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys
+) -> None:
     status, body = await post(http, f"{base_url}/v1/events", account.headers, json=[START])
     assert (status, body) == (400, {"error": "invalid_body"})
 
@@ -46,7 +50,9 @@ async def test_wrong_field_type_is_invalid_field(
 
 
 @pytest.mark.parametrize("at", ["2026-01-01T00:00:00", "yesterday", "2999-01-01T00:00:00Z", 12])
-async def test_bad_at_is_invalid_at(http: aiohttp.ClientSession, base_url: str, account: AccountKeys, at: object) -> None:
+async def test_bad_at_is_invalid_at(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys, at: object
+) -> None:
     status, body = await post(http, f"{base_url}/v1/events", account.headers, json={**START, "at": at})
     assert (status, body) == (400, {"error": "invalid_at"})
 
@@ -73,7 +79,9 @@ async def test_credential_is_checked_before_the_body(http: aiohttp.ClientSession
 
 
 async def test_errors_never_leak_an_html_page(http: aiohttp.ClientSession, base_url: str, account: AccountKeys) -> None:
-    async with http.post(f"{base_url}/v1/events", headers={**account.headers, "Content-Type": "text/html"}, data=b"<html>") as r:
+    async with http.post(
+        f"{base_url}/v1/events", headers={**account.headers, "Content-Type": "text/html"}, data=b"<html>"
+    ) as r:
         assert r.status == 400
         assert r.content_type == "application/json"
         assert await r.json() == {"error": "invalid_json"}

@@ -35,7 +35,14 @@ class Call:
 
     async def start(self, **fields: Any) -> Any:
         status, body = await self.post(
-            {"type": "call.started", "call_id": self.call_id, "to": TO, "from": CALLER, "at": format_ms(self.started), **fields}
+            {
+                "type": "call.started",
+                "call_id": self.call_id,
+                "to": TO,
+                "from": CALLER,
+                "at": format_ms(self.started),
+                **fields,
+            }
         )
         assert status == 200, body
         return body
@@ -126,7 +133,9 @@ async def test_one_sided_when_the_agent_barely_speaks(call: Call) -> None:
     assert "one_sided" in answer["flags"]
 
 
-async def test_silent_listener_trips_from_the_sweep(http: aiohttp.ClientSession, base_url: str, account: AccountKeys) -> None:
+async def test_silent_listener_trips_from_the_sweep(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys
+) -> None:
     call = Call(http, base_url, account, "silent-1")
     call.started = now_ms() - 59_000
     await call.start()
@@ -156,8 +165,14 @@ async def test_shuffled_turns_give_the_same_final_picture(
 ) -> None:
     script: list[tuple[str, float, dict[str, Any]]] = []
     for i in range(6):
-        script += [("turn.started", 10 + i * 12, {"role": "agent"}), ("turn.ended", 14 + i * 12, {"role": "agent", "words": 9})]
-        script += [("turn.started", 15 + i * 12, {"role": "user"}), ("turn.ended", 21 + i * 12, {"role": "user", "text": f"line {i % 2}"})]
+        script += [
+            ("turn.started", 10 + i * 12, {"role": "agent"}),
+            ("turn.ended", 14 + i * 12, {"role": "agent", "words": 9}),
+        ]
+        script += [
+            ("turn.started", 15 + i * 12, {"role": "user"}),
+            ("turn.ended", 21 + i * 12, {"role": "user", "text": f"line {i % 2}"}),
+        ]
     script += [("interruption", 30 + s, {}) for s in range(0, 12, 2)]
     pictures = []
     for order in ("in-order", "shuffled"):
@@ -169,7 +184,12 @@ async def test_shuffled_turns_give_the_same_final_picture(
         for kind, second, fields in events:
             await call.send(kind, second, **fields)
         record = await call.record()
-        pictures.append({k: record[k] for k in ("flags", "score", "spam_score", "user_turns", "agent_turns", "interruptions", "reasons")})
+        pictures.append(
+            {
+                k: record[k]
+                for k in ("flags", "score", "spam_score", "user_turns", "agent_turns", "interruptions", "reasons")
+            }
+        )
     assert pictures[0] == pictures[1]
     assert set(pictures[0]["flags"]) == {"repeated_turns", "barge_storm"}
 
@@ -190,9 +210,18 @@ async def test_invalid_role_and_unknown_call(call: Call) -> None:
     assert await call.post(call.event("turn.started", 1, role="caller")) == (400, {"error": "invalid_role"})
     assert await call.post(call.event("turn.ended", 1)) == (400, {"error": "invalid_role"})
     assert (await call.post(call.event("interruption", 1)))[0] == 200
-    assert await call.post({**call.event("turn.started", 1, role="user"), "call_id": "never"}) == (404, {"error": "unknown_call"})
-    assert await call.post(call.event("turn.started", 1, role="user", turn=-1)) == (400, {"error": "invalid_field", "field": "turn"})
-    assert await call.post(call.event("turn.ended", 1, role="user", chars="many")) == (400, {"error": "invalid_field", "field": "chars"})
+    assert await call.post({**call.event("turn.started", 1, role="user"), "call_id": "never"}) == (
+        404,
+        {"error": "unknown_call"},
+    )
+    assert await call.post(call.event("turn.started", 1, role="user", turn=-1)) == (
+        400,
+        {"error": "invalid_field", "field": "turn"},
+    )
+    assert await call.post(call.event("turn.ended", 1, role="user", chars="many")) == (
+        400,
+        {"error": "invalid_field", "field": "chars"},
+    )
 
 
 async def alert_records(service: RunningService, account_id: str) -> list[dict[str, Any]]:
@@ -201,9 +230,7 @@ async def alert_records(service: RunningService, account_id: str) -> list[dict[s
     return [a for a in alerts if a["account_id"] == account_id]
 
 
-async def test_exactly_one_suspicious_alert_per_call(
-    call: Call, service: RunningService, account: AccountKeys
-) -> None:
+async def test_exactly_one_suspicious_alert_per_call(call: Call, service: RunningService, account: AccountKeys) -> None:
     await call.start()
     await call.turn("user", 1, 50)
     for i in range(8):
@@ -229,9 +256,7 @@ async def test_quiet_calls_raise_no_suspicious_alert(call: Call, service: Runnin
     assert [a for a in await alert_records(service, account.account_id) if a["data"]["call_id"] == call.call_id] == []
 
 
-async def test_turn_text_never_leaves_the_edge(
-    call: Call, service: RunningService, account: AccountKeys
-) -> None:
+async def test_turn_text_never_leaves_the_edge(call: Call, service: RunningService, account: AccountKeys) -> None:
     canary = "zebracanary" + str(random.Random().randrange(10**9))
     await call.start()
     await call.send("turn.ended", 3, role="user", text=f"my secret is {canary} ok")

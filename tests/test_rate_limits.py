@@ -29,7 +29,9 @@ async def test_reads_are_limited_per_key(
     assert int(response.headers["Retry-After"]) >= 1
     async with Admin(service.settings) as admin:
         other = await admin.key_create(account.account_id, "read")
-    await wait_for_status(http, "GET", f"{base_url}/v1/account", 200, headers={"Authorization": f"Bearer {other['key']}"})
+    await wait_for_status(
+        http, "GET", f"{base_url}/v1/account", 200, headers={"Authorization": f"Bearer {other['key']}"}
+    )
 
 
 async def test_events_are_limited_per_account_across_key_and_token(
@@ -39,7 +41,9 @@ async def test_events_are_limited_per_account_across_key_and_token(
     for _ in range(600):
         async with http.post(f"{base_url}/v1/events", headers=account.headers, data=b"{") as r:
             assert r.status == 400
-    sent, response, body = await burst_until_429(http, "POST", f"{base_url}/v1/events/{account.ingest_token}", 600, data=b"{")
+    sent, response, body = await burst_until_429(
+        http, "POST", f"{base_url}/v1/events/{account.ingest_token}", 600, data=b"{"
+    )
     assert sent > 600
     assert body == {"error": "rate_limited", "limit": 1200, "window_s": 60}
     assert int(response.headers["Retry-After"]) >= 1

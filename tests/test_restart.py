@@ -31,9 +31,7 @@ async def snapshot(http: aiohttp.ClientSession, base_url: str, headers: dict[str
     return answers
 
 
-async def test_restart_keeps_accounts_keys_and_calls(
-    broker: str, tmp_path: Path, http: aiohttp.ClientSession
-) -> None:
+async def test_restart_keeps_accounts_keys_and_calls(broker: str, tmp_path: Path, http: aiohttp.ClientSession) -> None:
     data_dir = tmp_path / "data"
     first: RunningService = start_service(data_dir, broker, env=EMBEDDED)
     try:
@@ -43,7 +41,9 @@ async def test_restart_keeps_accounts_keys_and_calls(
             assert r.status == 200
             decided = await r.json()
         ended = {"type": "call.ended", "call_id": "r-1", "cost": 0.4}
-        async with http.post(f"{first.base_url}/v1/events", json={**start, "call_id": "r-2"}, headers=account.headers) as r:
+        async with http.post(
+            f"{first.base_url}/v1/events", json={**start, "call_id": "r-2"}, headers=account.headers
+        ) as r:
             assert r.status == 200
         async with http.post(f"{first.base_url}/v1/events", json=ended, headers=account.headers) as r:
             assert r.status == 200

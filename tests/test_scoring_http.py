@@ -32,7 +32,9 @@ async def test_first_call_with_attestation_a_from_a_valid_mobile_is_allowed(
     assert answer["prior"] == {"points": 0, "calls": 0, "good": 0, "last": None}
 
 
-async def test_failed_attestation_is_at_least_review(http: aiohttp.ClientSession, base_url: str, account: AccountKeys) -> None:
+async def test_failed_attestation_is_at_least_review(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys
+) -> None:
     answer = await post(http, base_url, account, start("s-f", "+447911123002", attrs={"attestation": "failed"}))
     assert answer["action"] in ("review", "reject")
     assert answer["score"] == 0.55
@@ -52,9 +54,13 @@ async def test_trusted_caller_is_allowed_whatever_else(
     assert (answer["score"], answer["action"], answer["reasons"]) == (0.0, "allow", ["trusted"])
 
 
-async def test_noisy_or_combines_signals_largest_first(http: aiohttp.ClientSession, base_url: str, account: AccountKeys) -> None:
+async def test_noisy_or_combines_signals_largest_first(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys
+) -> None:
     premium = "+19005550100"
-    answer = await post(http, base_url, account, start("s-n", premium, attrs={"attestation": "C", "forwarded_from": "+1"}))
+    answer = await post(
+        http, base_url, account, start("s-n", premium, attrs={"attestation": "C", "forwarded_from": "+1"})
+    )
     assert answer["reasons"] == ["attestation_c", "premium_rate_caller", "forwarded"]
     assert answer["score"] == round(1 - (1 - 0.35) * (1 - 0.30) * (1 - 0.05), 4) == 0.5677
     assert answer["action"] == "review"
@@ -74,8 +80,7 @@ async def test_rate_exceeded_on_the_sixth_call_in_ten_minutes(
     base = now_ms() - 300_000
     caller = "+447911123777"
     answers = [
-        await post(http, base_url, account, start(f"s-r{i}", caller, at=format_ms(base + i * 60_000)))
-        for i in range(6)
+        await post(http, base_url, account, start(f"s-r{i}", caller, at=format_ms(base + i * 60_000))) for i in range(6)
     ]
     assert [a["checks"]["caller_calls_10m"] for a in answers] == [1, 2, 3, 4, 5, 6]
     assert "rate_exceeded" not in answers[4]["reasons"]
@@ -87,10 +92,15 @@ async def test_prior_bad_after_a_call_that_settled_at_70_or_more(
 ) -> None:
     caller = "+19005550177"
     began = now_ms() - 3 * 86_400_000 - 3_600_000
-    first = await post(http, base_url, account, start("s-p1", caller, at=format_ms(began), attrs={"attestation": "failed"}))
+    first = await post(
+        http, base_url, account, start("s-p1", caller, at=format_ms(began), attrs={"attestation": "failed"})
+    )
     assert first["score"] == round(1 - 0.45 * 0.70, 4)
     ended = await post(
-        http, base_url, account, {"type": "call.ended", "call_id": "s-p1", "at": format_ms(began + 4_000), "reason": "completed"}
+        http,
+        base_url,
+        account,
+        {"type": "call.ended", "call_id": "s-p1", "at": format_ms(began + 4_000), "reason": "completed"},
     )
     assert ended["spam_score"] >= 70
     second = await post(http, base_url, watch_account, {**start("s-p2", caller), "attrs": {"attestation": "A"}})
@@ -106,7 +116,9 @@ async def test_prior_bad_after_a_call_that_settled_at_70_or_more(
     assert "account_id" not in str(reputation) and account.account_id not in str(reputation)
 
 
-async def test_score_lookup_is_computed_not_recorded(http: aiohttp.ClientSession, base_url: str, account: AccountKeys) -> None:
+async def test_score_lookup_is_computed_not_recorded(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys
+) -> None:
     url = f"{base_url}/v1/score?from=%2B447911123555&to=%2B14155552671"
     async with http.get(url, headers=account.headers) as r:
         assert r.status == 200

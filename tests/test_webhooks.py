@@ -67,7 +67,9 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> tuple[trustme.CA, 
 
 
 @pytest.fixture(scope="module")
-def hook_service(tmp_path_factory: pytest.TempPathFactory, certificates: tuple[trustme.CA, Path]) -> Iterator[RunningService]:
+def hook_service(
+    tmp_path_factory: pytest.TempPathFactory, certificates: tuple[trustme.CA, Path]
+) -> Iterator[RunningService]:
     env = {"CALLSCREEN_WEBHOOK_CA_FILE": str(certificates[1]), "CALLSCREEN_WEBHOOK_ALLOW_PRIVATE": "1"}
     running = start_service(tmp_path_factory.mktemp("hooks") / "data", env=env)
     yield running
@@ -108,11 +110,18 @@ async def use_hook(http: aiohttp.ClientSession, service: RunningService, account
         assert r.status == 200, await r.text()
 
 
-async def raise_rate_alert(http: aiohttp.ClientSession, service: RunningService, account: AccountKeys, caller: str) -> None:
+async def raise_rate_alert(
+    http: aiohttp.ClientSession, service: RunningService, account: AccountKeys, caller: str
+) -> None:
     base = now_ms() - 3_600_000
     for i in range(6):
-        body = {"type": "call.started", "call_id": f"{caller}-{i}", "to": "+14155552671", "from": caller,
-                "at": format_ms(base + i * 1000)}
+        body = {
+            "type": "call.started",
+            "call_id": f"{caller}-{i}",
+            "to": "+14155552671",
+            "from": caller,
+            "at": format_ms(base + i * 1000),
+        }
         async with http.post(f"{service.base_url}/v1/events", json=body, headers=account.headers) as r:
             assert r.status == 200
 
@@ -152,8 +161,18 @@ async def test_delivery_is_signed_over_the_exact_bytes(
     body_file = tmp_path / "body.json"
     body_file.write_bytes(got.body)
     header = got.headers["X-Service-Signature"]
-    command = [sys.executable, "-m", "callscreen.cli", "verify-signature", "--secret", account.signing_secret,
-               "--header", header, "--body-file", str(body_file)]
+    command = [
+        sys.executable,
+        "-m",
+        "callscreen.cli",
+        "verify-signature",
+        "--secret",
+        account.signing_secret,
+        "--header",
+        header,
+        "--body-file",
+        str(body_file),
+    ]
     assert subprocess.run(command, capture_output=True).returncode == 0
     body_file.write_bytes(got.body.replace(b"rate_exceeded", b"rate_exceedeD"))
     assert subprocess.run(command, capture_output=True).returncode == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from processors.detectors import DetectorRules, Detection, new_state, observe, pattern_matches
+from processors.detectors import Detection, DetectorRules, new_state, observe, pattern_matches
 
 RULES = DetectorRules()
 NUMBER = "+14155552671"
@@ -18,9 +18,17 @@ _ids = itertools.count()
 def decided(caller: str, minute: float, **fields: Any) -> dict[str, Any]:
     n = next(_ids)
     return {
-        "kind": "call.decided", "id": f"f{n}", "account_id": "acct_x", "call_id": f"c{n}", "number": NUMBER,
-        "caller": caller, "caller_country": fields.pop("country", "US"), "caller_first_at": fields.pop("first", None),
-        "at": T0 + int(minute * MIN), "quiet": False, **fields,
+        "kind": "call.decided",
+        "id": f"f{n}",
+        "account_id": "acct_x",
+        "call_id": f"c{n}",
+        "number": NUMBER,
+        "caller": caller,
+        "caller_country": fields.pop("country", "US"),
+        "caller_first_at": fields.pop("first", None),
+        "at": T0 + int(minute * MIN),
+        "quiet": False,
+        **fields,
     }
 
 
@@ -115,8 +123,17 @@ def test_volume_normal_after_an_hour_back_under_one_and_a_half_baseline() -> Non
 def test_spend_exceeded_past_25_dollars_in_an_hour() -> None:
     def settled(minute: int, cost: float) -> dict[str, Any]:
         n = next(_ids)
-        return {"kind": "call.settled", "id": f"s{n}", "account_id": "acct_x", "call_id": f"c{n}", "number": NUMBER,
-                "caller": "+1", "at": T0 + minute * MIN, "cost": cost, "quiet": False}
+        return {
+            "kind": "call.settled",
+            "id": f"s{n}",
+            "account_id": "acct_x",
+            "call_id": f"c{n}",
+            "number": NUMBER,
+            "caller": "+1",
+            "at": T0 + minute * MIN,
+            "cost": cost,
+            "quiet": False,
+        }
 
     assert "number.spend_exceeded" not in types(run([settled(1, 20.0), settled(2, 5.0)]))
     assert "number.spend_exceeded" in types(run([settled(1, 20.0), settled(2, 5.01)]))
@@ -137,7 +154,9 @@ def test_cooldown_holds_for_fourteen_fifty_nine_and_ends_at_fifteen() -> None:
 
 def test_suppressed_detections_keep_the_first_alert_window() -> None:
     state = new_state()
-    first = [d for d in run([decided("+447911200010", i * 0.1) for i in range(6)], state) if d.type == "caller.rate_exceeded"]
+    first = [
+        d for d in run([decided("+447911200010", i * 0.1) for i in range(6)], state) if d.type == "caller.rate_exceeded"
+    ]
     later = [d for d in run([decided("+447911200010", 1)], state) if d.type == "caller.rate_exceeded"]
     assert later[0].raised is False and later[0].window_start == first[0].window_start
 

@@ -114,7 +114,11 @@ def test_arrival_order_does_not_change_the_picture() -> None:
 
 
 def test_counts_and_talk_time() -> None:
-    events = [*caller_turn(0, 4, words=5), ev("turn.started", 5, role="agent"), ev("turn.ended", 11, role="agent", words=9)]
+    events = [
+        *caller_turn(0, 4, words=5),
+        ev("turn.started", 5, role="agent"),
+        ev("turn.ended", 11, role="agent", words=9),
+    ]
     events.append(ev("transcript", 12, role="user", words=3))
     pic = picture(events, START, 0.0, TH)
     assert (pic.user_turns, pic.agent_turns, pic.interruptions) == (2, 1, 0)

@@ -39,13 +39,27 @@ def test_verify_checks_bytes_secret_and_tolerance() -> None:
 
 
 def test_previous_secret_signs_only_during_its_overlap() -> None:
-    account = Account("acct_x", "", "guard", "", signing_secret="new", previous_secret="old",
-                      previous_secret_until="2026-01-02T00:00:00.000Z")
+    account = Account(
+        "acct_x",
+        "",
+        "guard",
+        "",
+        signing_secret="new",
+        previous_secret="old",
+        previous_secret_until="2026-01-02T00:00:00.000Z",
+    )
     assert signing_secrets(account, 1767225600000) == ["new", "old"]
     assert signing_secrets(account, 1767312000000) == ["new"]
 
 
 def test_the_body_is_the_envelope_only() -> None:
-    alert = {"id": "alrt_1", "type": "t", "account_id": "acct_1", "created_at": "c", "data": {}, "severity": "info",
-             "subject": "s"}
+    alert = {
+        "id": "alrt_1",
+        "type": "t",
+        "account_id": "acct_1",
+        "created_at": "c",
+        "data": {},
+        "severity": "info",
+        "subject": "s",
+    }
     assert envelope_bytes(alert) == b'{"id":"alrt_1","type":"t","account_id":"acct_1","created_at":"c","data":{}}'
