@@ -83,6 +83,8 @@ def parser() -> argparse.ArgumentParser:
         p = secret.add_parser(action)
         p.add_argument("--account", required=True)
         _common(p)
+    command("rebuild", "rebuild every derived table from the topics (the running service's workers fold it)")
+
     verify = sub.add_parser("verify-signature", help="check a webhook delivery's signature (exit 0 when valid)")
     verify.add_argument("--secret", required=True)
     verify.add_argument("--header", required=True, help="the X-Service-Signature header value")
@@ -157,6 +159,16 @@ def main(argv: list[str] | None = None) -> int:
         from callscreen.run import run
 
         return run(settings, demo=args.demo)
+    if args.command == "rebuild":
+        from callscreen.rebuild import run_rebuild
+
+        try:
+            summary = run_rebuild(recorded_broker(settings))
+        except (RuntimeError, TimeoutError) as exc:
+            sys.stderr.write(orjson.dumps({"error": "rebuild_failed", "detail": str(exc)}).decode() + "\n")
+            return 1
+        sys.stdout.write(orjson.dumps(summary).decode() + "\n")
+        return 0
     try:
         settings = recorded_broker(settings)
         result = asyncio.run(run_admin(settings, admin_call(args)))

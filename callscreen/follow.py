@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-from aiokafka import TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from callscreen.kafka import make_consumer
 from callscreen.settings import Settings
@@ -24,38 +24,33 @@ class TopicFollower:
         self.settings = settings
         self.topic = topic
         self.fold = fold
-        # Followers are off the answer path: a longer broker wait keeps an idle service quiet.
-        self.consumer = make_consumer(settings, fetch_max_wait_ms=settings.follow_max_wait_ms)
+        self.consumer: AIOKafkaConsumer | None = None
         self._task: asyncio.Task[None] | None = None
         self._targets: dict[TopicPartition, int] = {}
         self._caught_up = asyncio.Event()
 
     async def start(self) -> None:
-        await self.consumer.start()
-        partitions = self.consumer.partitions_for_topic(self.topic)
-        for _ in range(100):
-            if partitions:
-                break
-            await asyncio.sleep(0.05)
-            await self.consumer._client.force_metadata_update()
-            partitions = self.consumer.partitions_for_topic(self.topic)
+        # Followers are off the answer path: a longer broker wait keeps an idle service quiet.
+        consumer = self.consumer = make_consumer(self.settings, fetch_max_wait_ms=self.settings.follow_max_wait_ms)
+        await consumer.start()
+        partitions = consumer.partitions_for_topic(self.topic)
         if not partitions:
             raise RuntimeError(f"topic {self.topic} does not exist")
         assigned = [TopicPartition(self.topic, p) for p in sorted(partitions)]
-        self.consumer.assign(assigned)
-        await self.consumer.seek_to_beginning(*assigned)
-        self._targets = {tp: off for tp, off in (await self.consumer.end_offsets(assigned)).items() if off > 0}
+        consumer.assign(assigned)
+        await consumer.seek_to_beginning(*assigned)
+        self._targets = {tp: off for tp, off in (await consumer.end_offsets(assigned)).items() if off > 0}
         if not self._targets:
             self._caught_up.set()
-        self._task = asyncio.create_task(self._run(), name=f"follow {self.topic}")
+        self._task = asyncio.create_task(self._run(consumer), name=f"follow {self.topic}")
 
     async def caught_up(self) -> None:
         """Returns once every record that existed when the follower started has been applied."""
         await self._caught_up.wait()
 
-    async def _run(self) -> None:
+    async def _run(self, consumer: AIOKafkaConsumer) -> None:
         while True:
-            batches = await self.consumer.getmany(timeout_ms=500)
+            batches = await consumer.getmany(timeout_ms=500)
             for tp, messages in batches.items():
                 for message in messages:
                     try:
@@ -73,4 +68,5 @@ class TopicFollower:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        await self.consumer.stop()
+        if self.consumer is not None:
+            await self.consumer.stop()

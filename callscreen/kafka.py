@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.partitioner import murmur2
@@ -88,3 +88,26 @@ async def ensure_topics(settings: Settings, attempts: int = 50) -> None:
                 await admin.create_topics(wanted)
     finally:
         await admin.close()
+
+
+async def read_all(settings: Settings, topic: str) -> list[ConsumerRecord[bytes, bytes]]:
+    """Every record in every partition of `topic`, from offset 0 to the end as of the call."""
+    consumer = make_consumer(settings)
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        if not partitions:
+            return []
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        ends = await consumer.end_offsets(partitions)
+        records: list[ConsumerRecord[bytes, bytes]] = []
+        pending = {tp for tp in partitions if ends[tp] > 0}
+        while pending:
+            for tp, messages in (await consumer.getmany(*pending, timeout_ms=500)).items():
+                records += messages
+                if messages and messages[-1].offset + 1 >= ends[tp]:
+                    pending.discard(tp)
+        return records
+    finally:
+        await consumer.stop()

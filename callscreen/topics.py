@@ -27,4 +27,5 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
         TopicSpec(settings.topic("queries"), p),
         TopicSpec(settings.topic("replies"), settings.reply_partitions),
         TopicSpec(settings.topic("status"), 1),
+        TopicSpec(settings.topic("control"), 1),
     ]

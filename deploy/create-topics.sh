@@ -9,3 +9,4 @@ done
 kt --topic callscreen.queries --partitions "$PARTITIONS" --config retention.ms=3600000
 kt --topic callscreen.replies --partitions 8 --config retention.ms=3600000
 kt --topic callscreen.status --partitions 1 --config retention.ms=3600000
+kt --topic callscreen.control --partitions 1 --config retention.ms=-1

@@ -22,6 +22,7 @@ def register(rt: Runtime) -> None:
     async def store_alerts(stream: Any) -> None:
         async for event in stream.events():
             alert = orjson.loads(event.value)
+            rt.folded("alerts", event)
             account, alert_id = alert["account_id"], alert["id"]
             key = f"alert|{account}|{alert_id}"
             if rt.read("alert_store", key) is not None:
@@ -39,6 +40,7 @@ def register(rt: Runtime) -> None:
     async def billing(stream: Any) -> None:
         async for event in stream.events():
             record = orjson.loads(event.value)
+            replay = rt.folded("billing", event)
             if record.get("kind") != "payment.failed":
                 continue
             account, at = record["account_id"], int(record["at"])
@@ -49,5 +51,6 @@ def register(rt: Runtime) -> None:
                 continue
             rt.write("billing", account, {"id": record["id"], "at": at})
             data = {"amount_cents": record["amount_cents"], "attempt": record["attempt"]}
-            alert = make_alert(account, "billing.payment_failed", account, at, at, data)
-            await (await rt.send("alerts", account, alert))
+            if not replay:
+                alert = make_alert(account, "billing.payment_failed", account, at, at, data)
+                await (await rt.send("alerts", account, alert))

@@ -48,12 +48,16 @@ def register(rt: Runtime) -> None:
     async def fold_events(stream: Any) -> None:
         async for event in stream.events():
             record = orjson.loads(event.value)
+            replay = rt.folded("events", event)
+            if replay:
+                await rt.mirror_caught_up.wait()
             key = event.key.decode()
             state = rt.read("calls", key)
             target = calls.alias_target(state, record, rt.view)
-            if target is not None:
+            if target is not None and not replay:
                 forward = f"{record['account_id']}:{target}".encode()
                 await events.send(key=forward, value=event.value, headers=event.headers)
+            if target is not None:
                 continue
             outcome = calls.handle(
                 state,
@@ -65,6 +69,8 @@ def register(rt: Runtime) -> None:
                 settings.max_call_turns,
                 rt.detectors.long_call_min,
             )
+            if replay:
+                outcome.facts, outcome.alerts = [], []
             acks = [await rt.send("decisions", f"{f['account_id']}:{f['number']}", f) for f in outcome.facts]
             acks += [await rt.send("alerts", a["account_id"], a) for a in outcome.alerts]
             for fact in outcome.facts:
@@ -74,14 +80,15 @@ def register(rt: Runtime) -> None:
                 if state is None:
                     index_call(outcome.state, event.message.partition)
                 watch(key, calls.sweep_due(outcome.state, rt.live, rt.detectors.long_call_min), event.message.partition)
-            await rt.reply(event, outcome.status, outcome.body)
+            if not replay:
+                await rt.reply(event, outcome.status, outcome.body)
             for ack in acks:
                 await ack
 
     @app.timer(settings.silent_sweep_s, on_leader=False)
     async def sweep() -> None:
         """Appends a tick for each open call a rule may now trip without another event; the fold decides."""
-        if app.consumer is None or app.rebalancing:
+        if app.consumer is None or app.rebalancing or not await rt.replay_done("events"):
             return
         now = now_ms()
         for tp in app.consumer.assignment():

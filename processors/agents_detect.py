@@ -26,12 +26,16 @@ def register(rt: Runtime) -> None:
     async def detect(stream: Any) -> None:
         async for event in stream.events():
             fact = orjson.loads(event.value)
+            replay = rt.folded("decisions", event)
             if fact.get("kind") not in ("call.decided", "call.settled"):
                 continue
             key = event.key.decode()
             state = rt.read("number_windows", key) or detectors.new_state()
             found = detectors.observe(state, fact, rules)
             rt.write("number_windows", key, state)
+            if replay:
+                # Alerts, blocks and patterns of a replayed fact are already in the log.
+                continue
             acks = []
             for detection in found:
                 account = fact["account_id"]

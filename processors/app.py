@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
 import uuid
 from pathlib import Path
@@ -11,6 +13,8 @@ from typing import Any, cast
 import faust
 import orjson
 
+from callscreen.control import SOURCE_TOPICS, Generation, latest
+from callscreen.follow import TopicFollower
 from callscreen.kafka import SINGLE_RECORD_BATCH_BYTES, make_consumer
 from callscreen.settings import Settings
 from processors import agents_alerts, agents_calls, agents_detect, queries
@@ -24,13 +28,13 @@ from processors.runtime import DirectProducer, Runtime
 from processors.store import RocksStore
 
 
-def create_app(settings: Settings, worker_dir: Path) -> faust.App:
+def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> faust.App:
     set_fetch_max_wait(settings.fetch_max_wait_ms)
     extra: dict[str, Any] = {}
     if settings.embedded_broker:
         extra["producer_max_batch_size"] = SINGLE_RECORD_BATCH_BYTES
     app = faust.App(
-        settings.app_id,
+        generation.app_id(settings),
         broker=settings.broker,
         store="rocksdb://",
         datadir=str(worker_dir / "faust"),
@@ -60,6 +64,7 @@ def create_app(settings: Settings, worker_dir: Path) -> faust.App:
         live=thresholds_from(settings),
         detectors=rules_from(settings),
         direct=DirectProducer(settings),
+        generation=generation,
     )
     agents_calls.register(rt)
     agents_detect.register(rt)
@@ -74,6 +79,8 @@ def register_queries(rt: Runtime) -> None:
     async def answer_queries(stream: Any) -> None:
         async for event in stream.events():
             question = orjson.loads(event.value)
+            if rt.folded("queries", event):
+                continue
             status, body = queries.answer(
                 question,
                 event.message.partition,
@@ -89,26 +96,57 @@ def register_queries(rt: Runtime) -> None:
 
 def register_housekeeping(rt: Runtime) -> None:
     app, settings = rt.app, rt.settings
-    mirror = FactMirror(settings, rt.view, make_consumer)
+    mirror = FactMirror(settings, rt.view, make_consumer, rt.generation, rt.mirror_caught_up)
     worker_id = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
-    events_topic = settings.topic("events")
+
+    def on_control(record: dict[str, Any]) -> None:
+        if latest([record]).number > rt.generation.number:
+            # A rebuild started a new generation: stop cleanly; the supervisor starts us in it.
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    control = TopicFollower(settings, settings.topic("control"), on_control)
 
     @app.task
     async def follow_facts() -> None:
         await mirror.run()
 
+    @app.task
+    async def follow_control() -> None:
+        await control.start()
+
     @app.timer(1.0, on_leader=False)
     async def heartbeat() -> None:
         assignment = app.consumer.assignment() if app.consumer else set()
-        held = sorted(tp.partition for tp in assignment if tp.topic == events_topic)
+        held: dict[str, set[int]] = {}
+        replay: dict[str, dict[str, list[int]]] = {}
+        for tp in assignment:
+            name = tp.topic.removeprefix(settings.topic_prefix + ".")
+            if name not in SOURCE_TOPICS:
+                continue
+            held.setdefault(name, set()).add(tp.partition)
+            done = await rt.folded_upto(name, tp)
+            target = rt.generation.targets.get(name, {}).get(str(tp.partition), 0)
+            replay.setdefault(name, {})[str(tp.partition)] = [done, target]
         tables: Any = app.tables
-        ready = not app.rebalancing and tables.recovery.completed.is_set()
-        record = {"kind": "worker.heartbeat", "worker": worker_id, "partitions": held, "ready": ready}
+        caught_up = all(d >= t for parts in replay.values() for d, t in parts.values())
+        ready = (
+            not app.rebalancing and tables.recovery.completed.is_set() and caught_up and rt.mirror_caught_up.is_set()
+        )
+        record = {
+            "kind": "worker.heartbeat",
+            "worker": worker_id,
+            "generation": rt.generation.number,
+            "partitions": sorted(held.get("events", set())),
+            "ready": ready,
+            "replay": replay,
+            "mirror": {f"{tp.topic}|{tp.partition}": offset for tp, offset in mirror.positions.items()},
+        }
         await rt.send("status", worker_id, record)
 
     async def stopped(sender: Any, **kwargs: Any) -> None:
         record = {"kind": "worker.stopped", "worker": worker_id}
         await asyncio.wait_for(await rt.send("status", worker_id, record), 1.0)
+        await control.stop()
         await rt.direct.stop()
 
     # Faust's signal types do not admit a coroutine function; it awaits one all the same.

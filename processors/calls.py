@@ -84,15 +84,20 @@ def start(
         return Outcome(200, {**state["answer"], "duplicate": True})
     decided = view.decision(account, call_id)
     if decided is not None:
-        # The fact was appended but the table write was lost: rebuild the record, never re-decide.
-        return Outcome(200, {**decided["answer"], "duplicate": True}, state=new_call(record, decided["answer"]))
+        # Decided before (a replay, or a crash between the fact and the table write): rebuild the
+        # record from the fact, never re-decide; appending the fact again is a no-op for every fold.
+        first = decided["answer"]
+        return Outcome(200, {**first, "duplicate": True}, state=new_call(record, first), facts=[decided])
+    refused = view.refusal(record["id"])
+    if refused is not None:
+        return Outcome(refused["status"], refused["body"])
     number, at = record["number"], record["at"]
     numbers = view.numbers(account)
     created = number not in numbers
     if created and not record["register"]:
-        return Outcome(409, {"error": "not_protected"})
+        return refuse(record, 409, {"error": "not_protected"})
     if created and len(numbers) >= limits.numbers:
-        return Outcome(402, {"error": "number_limit", "cap": limits.numbers})
+        return refuse(record, 402, {"error": "number_limit", "cap": limits.numbers})
     day = at - at % DAY_MS
     used = view.scored_on(account, day)
     if used >= limits.daily_starts:
@@ -129,6 +134,21 @@ def start(
         "answer": answer,
     }
     return Outcome(200, answer, state=new_call(record, answer), facts=[fact])
+
+
+def refuse(record: dict[str, Any], status: int, body: dict[str, Any]) -> Outcome:
+    """A refused start is a fact too: a replay must refuse it again whatever came after it."""
+    fact = {
+        "kind": "call.refused",
+        "id": record["id"],
+        "account_id": record["account_id"],
+        "call_id": record["call_id"],
+        "number": record["number"],
+        "at": record["at"],
+        "status": status,
+        "body": body,
+    }
+    return Outcome(status, body, facts=[fact])
 
 
 def signals(record: dict[str, Any], view: FeatureView, policy: Policy) -> Signals:

@@ -68,6 +68,10 @@ class FeatureView:
     def patterns(self, account: str, number: str, at: int) -> list[dict[str, Any]]:
         return [p for p in self.store.get(f"pat|{account}|{number}") or [] if p["since"] <= at < p["until"]]
 
+    def refusal(self, event_id: str) -> dict[str, Any] | None:
+        found: dict[str, Any] | None = self.store.get(f"ref|{event_id}")
+        return found
+
     def delivery(self, alert_id: str) -> dict[str, Any] | None:
         found: dict[str, Any] | None = self.store.get(f"dlv|{alert_id}")
         return found
@@ -83,6 +87,8 @@ class FeatureView:
             return self._decided(fact)
         if fact["kind"] == "call.settled":
             return self._settled(fact)
+        if fact["kind"] == "call.refused":
+            return self._refused(fact)
         if fact["kind"] == "block.placed":
             return self._block(fact)
         if fact["kind"] == "pattern.active":
@@ -98,6 +104,13 @@ class FeatureView:
         if known is not None and known["kind"] == "delivery.outcome":
             return False
         self.store.put(key, {k: fact.get(k) for k in ("kind", "delivered", "status", "error", "duration_ms", "reason")})
+        return True
+
+    def _refused(self, fact: dict[str, Any]) -> bool:
+        key = f"ref|{fact['id']}"
+        if self.store.get(key) is not None:
+            return False
+        self.store.put(key, {"status": fact["status"], "body": fact["body"]})
         return True
 
     def _block(self, fact: dict[str, Any]) -> bool:

@@ -6,6 +6,7 @@ the feature store beside what they cover, so a restart resumes where the view le
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from callscreen.control import Generation
 from callscreen.settings import Settings
 from processors.features import FeatureView
 
@@ -22,11 +24,26 @@ log = logging.getLogger(__name__)
 class FactMirror:
     """Follows the decisions topic (decisions, settlements, blocks, patterns) and the deliveries topic."""
 
-    def __init__(self, settings: Settings, view: FeatureView, consumer: Callable[..., AIOKafkaConsumer]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        view: FeatureView,
+        consumer: Callable[..., AIOKafkaConsumer],
+        generation: Generation,
+        caught_up: asyncio.Event,
+    ) -> None:
         self.settings = settings
         self.view = view
         self.topics = [settings.topic("decisions"), settings.topic("deliveries")]
         self.make_consumer = consumer
+        self.caught_up = caught_up
+        self.positions: dict[TopicPartition, int] = {}
+        self.targets = {
+            TopicPartition(settings.topic(name), int(p)): offset
+            for name in ("decisions", "deliveries")
+            for p, offset in generation.targets.get(name, {}).items()
+            if offset > 0
+        }
 
     async def run(self) -> None:
         self.consumer = self.make_consumer(self.settings, fetch_max_wait_ms=self.settings.follow_max_wait_ms)
@@ -34,16 +51,27 @@ class FactMirror:
         try:
             partitions = [TopicPartition(t, p) for t in self.topics for p in range(self.settings.partitions)]
             self.consumer.assign(partitions)
-            for tp in partitions:
-                self.consumer.seek(tp, int(self.view.store.get(f"off|{tp.topic}|{tp.partition}") or 0))
+            positions = self.positions = {
+                tp: int(self.view.store.get(f"off|{tp.topic}|{tp.partition}") or 0) for tp in partitions
+            }
+            for tp, offset in positions.items():
+                self.consumer.seek(tp, offset)
+            self._check(positions)
             while True:
                 batches = await self.consumer.getmany(timeout_ms=1000)
                 for tp, messages in batches.items():
                     for message in messages:
                         self.apply(orjson.loads(message.value))
-                    self.view.store.put(f"off|{tp.topic}|{tp.partition}", messages[-1].offset + 1)
+                    positions[tp] = messages[-1].offset + 1
+                    self.view.store.put(f"off|{tp.topic}|{tp.partition}", positions[tp])
+                self._check(positions)
         finally:
             await self.consumer.stop()
+
+    def _check(self, positions: dict[TopicPartition, int]) -> None:
+        """A replay of events may start once the view holds every fact the rebuild found."""
+        if not self.caught_up.is_set() and all(positions.get(tp, 0) >= end for tp, end in self.targets.items()):
+            self.caught_up.set()
 
     def apply(self, fact: dict[str, Any]) -> None:
         try:

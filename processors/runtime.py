@@ -11,6 +11,7 @@ import orjson
 from aiokafka import AIOKafkaProducer
 from faust.types import EventT
 
+from callscreen.control import Generation
 from callscreen.kafka import make_producer
 from callscreen.settings import Settings
 from processors.detectors import DetectorRules
@@ -54,7 +55,33 @@ class Runtime:
     live: LiveThresholds
     detectors: DetectorRules
     direct: DirectProducer
+    generation: Generation = field(default_factory=Generation)
     tables: dict[str, Any] = field(default_factory=dict)
+    # Next offset to fold per (topic short name, partition): the progress a heartbeat reports.
+    progress: dict[tuple[str, int], int] = field(default_factory=dict)
+    mirror_caught_up: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def folded(self, name: str, event: EventT[Any]) -> bool:
+        """Note an event as folded; True when it is a replay (below the generation's targets)."""
+        partition, offset = event.message.partition, event.message.offset
+        self.progress[(name, partition)] = offset + 1
+        return self.generation.replaying(name, partition, offset)
+
+    async def folded_upto(self, name: str, tp: Any) -> int:
+        """How far this worker has folded a partition it holds (its position until an event arrives)."""
+        done = self.progress.get((name, tp.partition))
+        if done is None:
+            done = await self.app.consumer.position(tp) or 0
+        return int(done)
+
+    async def replay_done(self, name: str) -> bool:
+        """True when every partition of `name` this worker holds is past the generation's targets."""
+        targets = self.generation.targets.get(name, {})
+        topic = self.settings.topic(name)
+        for tp in self.app.consumer.assignment():
+            if tp.topic == topic and await self.folded_upto(name, tp) < targets.get(str(tp.partition), 0):
+                return False
+        return True
 
     def topic(self, name: str) -> Any:
         """A Faust topic of raw bytes (the service's records are JSON it encodes itself)."""

@@ -14,9 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 
 from callscreen.admin import Admin
 from callscreen.broker import BROKER_FILE, free_port
+from callscreen.control import source_ends
+from callscreen.kafka import read_all
 from callscreen.settings import Settings, load_settings
 
 READY_PREFIX = "callscreen ready on "
@@ -111,3 +114,54 @@ async def wait_for_status(
                 return time.monotonic() - started
         await asyncio.sleep(0.02)
     raise AssertionError(f"{method} {url} still answered {last}, not {status}, after {timeout_s}s")
+
+
+@dataclass
+class Progress:
+    """How far each role has read each source partition, from their latest heartbeats."""
+
+    folded: dict[tuple[str, str], int]
+    mirrored: dict[str, int]
+    delivered: dict[str, int]
+
+    def reached(self, settings: Settings, topic: str, part: str, end: int) -> bool:
+        if end == 0:
+            return True
+        if topic in ("decisions", "deliveries") and self.mirrored.get(f"{settings.topic(topic)}|{part}", 0) < end:
+            return False
+        if topic == "alerts" and self.delivered.get(part, 0) < end:
+            return False
+        return topic == "deliveries" or self.folded.get((topic, part), 0) >= end
+
+
+async def settled(settings: Settings, timeout_s: float = 30.0) -> None:
+    """Returns once every record in the source topics has been folded by the workers, their feature
+    views and the alerting role, and folding them appended nothing further (a fixed point)."""
+    topics = ("events", "decisions", "alerts", "billing", "deliveries")
+    deadline = time.monotonic() + timeout_s
+    previous: dict[str, dict[str, int]] | None = None
+    while time.monotonic() < deadline:
+        ends = await source_ends(settings)
+        beats: dict[str, dict[str, Any]] = {}
+        for record in await read_all(settings, settings.topic("status")):
+            beat = orjson.loads(record.value)
+            beats[str(beat.get("worker") or beat.get("instance"))] = beat
+        folded: dict[tuple[str, str], int] = {}
+        mirrored: dict[str, int] = {}
+        delivered: dict[str, int] = {}
+        for beat in beats.values():
+            for topic, parts in beat.get("replay", {}).items():
+                for part, (done, _) in parts.items():
+                    folded[(topic, part)] = max(folded.get((topic, part), 0), done)
+            for key, offset in beat.get("mirror", {}).items():
+                mirrored[key] = min(mirrored.get(key, offset), offset)
+            if beat.get("kind") == "alerting.heartbeat":
+                delivered.update(beat["positions"])
+
+        progress = Progress(folded, mirrored, delivered)
+        if all(progress.reached(settings, t, p, e) for t in topics for p, e in ends[t].items()):
+            if ends == previous:
+                return
+            previous = ends
+        await asyncio.sleep(0.2)
+    raise TimeoutError("the service did not settle")

@@ -1,0 +1,64 @@
+"""Generations of derived state: `callscreen rebuild` starts a new one on the control topic.
+
+A generation names the workers' consumer group and Faust changelog topics, so a new generation
+folds every source topic from offset 0 into fresh tables. Its record carries the end offsets of
+the source topics at the moment of the rebuild: records below them are replays, folded without
+side effects (no facts, alerts, replies or ticks are appended again).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiokafka import TopicPartition
+
+from callscreen.kafka import make_consumer, read_all
+from callscreen.settings import Settings
+
+SOURCE_TOPICS = ("events", "decisions", "alerts", "billing", "deliveries")
+
+
+@dataclass(frozen=True)
+class Generation:
+    number: int = 0
+    targets: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def app_id(self, settings: Settings) -> str:
+        return settings.app_id if self.number == 0 else f"{settings.app_id}-g{self.number}"
+
+    def replaying(self, topic: str, partition: int, offset: int) -> bool:
+        return offset < self.targets.get(topic, {}).get(str(partition), 0)
+
+
+def latest(records: list[dict[str, Any]]) -> Generation:
+    found = [r for r in records if r.get("kind") == "generation"]
+    if not found:
+        return Generation()
+    last = max(found, key=lambda r: int(r["generation"]))
+    return Generation(int(last["generation"]), last["targets"])
+
+
+async def read_records(settings: Settings, topic: str) -> list[dict[str, Any]]:
+    return [orjson.loads(record.value) for record in await read_all(settings, topic)]
+
+
+async def current_generation(settings: Settings) -> Generation:
+    return latest(await read_records(settings, settings.topic("control")))
+
+
+async def source_ends(settings: Settings) -> dict[str, dict[str, int]]:
+    """End offsets of every source topic, by topic short name and partition."""
+    consumer = make_consumer(settings)
+    await consumer.start()
+    try:
+        ends: dict[str, dict[str, int]] = {}
+        for name in SOURCE_TOPICS:
+            topic = settings.topic(name)
+            partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+            offsets = await consumer.end_offsets(partitions) if partitions else {}
+            ends[name] = {str(tp.partition): offset for tp, offset in offsets.items()}
+        return ends
+    finally:
+        await consumer.stop()

@@ -1,0 +1,103 @@
+"""Deterministic mixed traffic for the log tests: starts, turns, ends and alert-raising bursts."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import aiohttp
+
+from callscreen.times import format_ms
+from tests.service import AccountKeys
+
+NUMBERS = ("+14155552671", "+14155552672")
+
+
+def script(seed: int, base: int, calls: int) -> list[dict[str, Any]]:
+    """Event bodies in posting order; every call ends, so no sweep can add anything later."""
+    rng = random.Random(seed)
+    bodies: list[dict[str, Any]] = []
+    for i in range(calls):
+        at = base + i * 4_000
+        call_id = f"s{seed}-{i}"
+        if i % 25 < 6:
+            caller = f"+4479112{seed:02d}{i // 25:03d}"
+        elif i % 25 < 11:
+            caller = f"+1212{seed:02d}{i // 25:02d}{i % 25:03d}"[:12]
+        else:
+            caller = f"+1646{rng.randrange(10**7):07d}"
+        attrs: dict[str, Any] = {"attestation": rng.choice(["A", "A", "B", "C", "failed", "none"])}
+        if rng.random() < 0.2:
+            attrs["geo"] = {"zip": "73301", "city": "Austin", "region": "TX"}
+        bodies.append(
+            {
+                "type": "call.started",
+                "call_id": call_id,
+                "to": rng.choice(NUMBERS),
+                "from": caller,
+                "at": format_ms(at),
+                "attrs": attrs,
+                "cost": round(rng.random(), 2),
+            }
+        )
+        for turn in range(rng.randrange(0, 10)):
+            role = "user" if turn % 2 else "agent"
+            begin = at + 1_000 + turn * 300
+            bodies.append({"type": "turn.started", "call_id": call_id, "role": role, "at": format_ms(begin)})
+            ended = {"type": "turn.ended", "call_id": call_id, "role": role, "at": format_ms(begin + 250)}
+            if rng.random() < 0.5:
+                ended["text"] = rng.choice(["press one now", "hello there, how can I help", "yes"])
+            else:
+                ended["words"] = rng.randrange(1, 40)
+            bodies.append(ended)
+        if rng.random() < 0.1:
+            bodies.append({"type": "interruption", "call_id": call_id, "at": format_ms(at + 3_500)})
+        bodies.append(
+            {
+                "type": "call.ended",
+                "call_id": call_id,
+                "at": format_ms(at + 3_900),
+                "reason": rng.choice(["completed", "hangup", "busy"]),
+                "cost": round(rng.random(), 2),
+            }
+        )
+    return bodies
+
+
+async def post_all(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys, bodies: list[dict[str, Any]]
+) -> list[tuple[int, Any]]:
+    answers = []
+    for body in bodies:
+        async with http.post(f"{base_url}/v1/events", json=body, headers=account.headers) as r:
+            answers.append((r.status, await r.json()))
+    return answers
+
+
+async def snapshot(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys, callers: list[str]
+) -> dict[str, Any]:
+    """Every read endpoint's answer for one account, by path."""
+    seen: dict[str, Any] = {}
+
+    async def get(path: str) -> Any:
+        async with http.get(f"{base_url}{path}", headers=account.headers) as r:
+            assert r.status == 200, (path, r.status)
+            seen[path] = await r.json()
+            return seen[path]
+
+    for listing, kind in (("/v1/calls?limit=200", "calls"), ("/v1/alerts?limit=200", "alerts")):
+        page = await get(listing)
+        ids = [item["call_id" if kind == "calls" else "id"] for item in page["data"]]
+        while page["next_cursor"]:
+            page = await get(f"{listing}&cursor={page['next_cursor']}")
+            ids += [item["call_id" if kind == "calls" else "id"] for item in page["data"]]
+        for item_id in ids:
+            await get(f"/v1/{kind}/{item_id}")
+    await get("/v1/numbers")
+    await get("/v1/account")
+    for caller in callers:
+        encoded = caller.replace("+", "%2B")
+        await get(f"/v1/reputation/{encoded}")
+        await get(f"/v1/score?from={encoded}&to=%2B14155552671")
+    return seen
