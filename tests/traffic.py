@@ -44,7 +44,12 @@ def script(seed: int, base: int, calls: int) -> list[dict[str, Any]]:
             role = "user" if turn % 2 else "agent"
             begin = at + 1_000 + turn * 300
             bodies.append({"type": "turn.started", "call_id": call_id, "role": role, "at": format_ms(begin)})
-            ended = {"type": "turn.ended", "call_id": call_id, "role": role, "at": format_ms(begin + 250)}
+            ended: dict[str, Any] = {
+                "type": "turn.ended",
+                "call_id": call_id,
+                "role": role,
+                "at": format_ms(begin + 250),
+            }
             if rng.random() < 0.5:
                 ended["text"] = rng.choice(["press one now", "hello there, how can I help", "yes"])
             else:
