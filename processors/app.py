@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import socket
+import time
 import uuid
 from pathlib import Path
 from typing import Any, cast
@@ -140,6 +141,7 @@ def register_housekeeping(rt: Runtime) -> None:
             "ready": ready,
             "replay": replay,
             "mirror": {f"{tp.topic}|{tp.partition}": offset for tp, offset in mirror.positions.items()},
+            "sent_at": time.time(),
         }
         await rt.send("status", worker_id, record)
 

@@ -22,6 +22,14 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService
 
 
 @pytest.fixture(scope="session")
+def log_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
+    """A service of its own for the tests that restart, kill or rebuild its parts."""
+    running = start_service(tmp_path_factory.mktemp("log") / "data")
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="session")
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession() as session:
         yield session

@@ -116,6 +116,9 @@ async def wait_for_status(
     raise AssertionError(f"{method} {url} still answered {last}, not {status}, after {timeout_s}s")
 
 
+LIVE_BEAT_S = 3.0
+
+
 @dataclass
 class Progress:
     """How far each role has read each source partition, from their latest heartbeats."""
@@ -145,7 +148,8 @@ async def settled(settings: Settings, timeout_s: float = 30.0) -> None:
         beats: dict[str, dict[str, Any]] = {}
         for record in await read_all(settings, settings.topic("status")):
             beat = orjson.loads(record.value)
-            beats[str(beat.get("worker") or beat.get("instance"))] = beat
+            if time.time() - beat.get("sent_at", 0) < LIVE_BEAT_S:
+                beats[str(beat.get("worker") or beat.get("instance"))] = beat
         folded: dict[tuple[str, str], int] = {}
         mirrored: dict[str, int] = {}
         delivered: dict[str, int] = {}

@@ -5,23 +5,14 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import aiohttp
 import orjson
-import pytest
 
 from callscreen.times import now_ms
-from tests.service import RunningService, create_account, settled, start_service, wait_for_status
+from tests.service import RunningService, create_account, settled, wait_for_status
 from tests.topics import read_topic
 from tests.traffic import post_all, script, snapshot
-
-
-@pytest.fixture(scope="module")
-def log_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
-    running = start_service(tmp_path_factory.mktemp("log") / "data")
-    yield running
-    running.stop()
 
 
 async def test_rebuild_gives_byte_identical_answers_and_no_new_alert_or_delivery(
