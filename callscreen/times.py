@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def format_ms(epoch_ms: int) -> str:
-    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
+    # Whole milliseconds from the epoch, so no float rounding; years below 1000 keep four digits.
+    moment = EPOCH + timedelta(milliseconds=epoch_ms)
+    return f"{moment.year:04d}-" + moment.strftime("%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def parse_ms(text: object) -> int | None:

@@ -21,6 +21,7 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
+from schemathesis.core.result import Ok
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_headers_conformance,
@@ -29,6 +30,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from tests.service import AccountKeys, RunningService
+from tests.test_alerts import Traffic
 
 pytestmark = pytest.mark.pipeline
 
@@ -41,6 +43,13 @@ OPERATIONS = {
     "PATCH /v1/account",
     "POST /v1/events",
     "POST /v1/events/{token}",
+    "GET /v1/calls",
+    "GET /v1/calls/{call_id}",
+    "GET /v1/numbers",
+    "GET /v1/score",
+    "GET /v1/reputation/{number}",
+    "GET /v1/alerts",
+    "GET /v1/alerts/{alert_id}",
 }
 # Operations that take a request body also get a negative pass: invalid bodies must be refused as documented.
 WITH_BODY = {"PATCH /v1/account", "POST /v1/events", "POST /v1/events/{token}"}
@@ -54,17 +63,19 @@ CHECKS = [
     response_headers_conformance,
     response_schema_conformance,
 ]
-# Calls started before the run, so that generated ends and turns also reach a known call.
-KNOWN_CALL = {"to": "+14155550100", "from": "+12125550143"}
+Operation = schemathesis.APIOperation[Any, Any, Any, Any]
+Case = schemathesis.Case[Any]
+# Readable numbers for some of the generated starts; the first two make the call started before the run.
+NUMBERS = ("+14155550100", "+12125550143", "+442079460123", "+33142685300", "+4930901820", "+61293744000")
 
 
 @dataclass
-class Credentials:
-    """What one operation's requests authenticate with, and a call it may name."""
+class Target:
+    """The account one operation's requests authenticate as (key or ingest token), a call and an alert of it."""
 
-    key: AccountKeys
-    token: AccountKeys
+    account: AccountKeys
     call_id: str
+    alert_id: str = ""
 
 
 @dataclass
@@ -74,29 +85,30 @@ class Outcome:
 
 
 async def start_call(http: aiohttp.ClientSession, base_url: str, account: AccountKeys, call_id: str) -> None:
-    body = {"type": "call.started", "call_id": call_id, **KNOWN_CALL}
+    body = {"type": "call.started", "call_id": call_id, "to": NUMBERS[0], "from": NUMBERS[1]}
     async with http.post(f"{base_url}/v1/events", json=body, headers=account.headers) as response:
         assert response.status == 200, await response.text()
 
 
-def uses_key(operation: schemathesis.APIOperation) -> bool:
+def uses_key(operation: Operation) -> bool:
     """Whether the document asks for a header credential (the operation's security, else the global one)."""
     security = operation.definition.raw.get("security", operation.schema.raw_schema.get("security", []))
     return bool(security)
 
 
 def exercise(
-    operation: schemathesis.APIOperation,
+    operation: Operation,
     mode: schemathesis.GenerationMode,
     examples: int,
     base_url: str,
-    creds: Credentials,
+    target: Target,
     session: requests.Session,
     seen: Counter[int],
 ) -> None:
     """Up to `examples` generated requests against one operation, each validated against the document."""
-    has_token = "{token}" in operation.path
     with_key = uses_key(operation)
+    with_token = "{token}" in operation.path
+    is_event = operation.path.startswith("/v1/events")
 
     @settings(
         max_examples=examples,
@@ -107,17 +119,32 @@ def exercise(
         suppress_health_check=list(HealthCheck),
         report_multiple_bugs=False,
     )
-    @given(case=operation.as_strategy(generation_mode=mode), knob=st.integers(min_value=0, max_value=3))
-    def run(case: schemathesis.Case, knob: int) -> None:
-        headers: dict[str, str] = {}
-        # One case in four keeps whatever credential was generated (mostly refused: 401); the rest are real.
-        if with_key and knob:
-            headers = creds.key.headers
-        if has_token and (knob or mode.is_negative):
-            case.path_parameters = {**(case.path_parameters or {}), "token": creds.token.ingest_token}
-        # Half of the event posts name a call that exists, so ends, turns and duplicate starts answer 200.
-        if operation.path.startswith("/v1/events") and knob >= 2 and isinstance(case.body, dict):
-            case.body["call_id"] = creds.call_id
+    @given(
+        case=operation.as_strategy(generation_mode=mode),
+        forged=st.integers(min_value=0, max_value=3),
+        steer=st.integers(min_value=0, max_value=2),
+        pick=st.integers(min_value=0, max_value=len(NUMBERS) - 1),
+    )
+    def run(case: Case, forged: int, steer: int, pick: int) -> None:
+        # About one case in four keeps the credential that was generated (refused: 401); the rest send real ones.
+        real = forged != 3
+        headers = target.account.headers if with_key and real else {}
+        if with_token and (real or mode.is_negative):
+            case.path_parameters = {**(case.path_parameters or {}), "token": target.account.ingest_token}
+        if steer == 1:
+            # Ids and numbers that exist, so that reads of one record answer 200 as well as 404.
+            known = {"call_id": target.call_id, "alert_id": target.alert_id, "number": NUMBERS[pick]}
+            params = case.path_parameters or {}
+            case.path_parameters = {k: known.get(k, v) for k, v in params.items()}
+            if operation.path == "/v1/score" and isinstance(case.query, dict):
+                case.query = {**case.query, "to": NUMBERS[pick], "from": NUMBERS[-1 - pick]}
+        if is_event and isinstance(case.body, dict):
+            if steer == 1:
+                # A call that exists: ends and turns answer 200, a start answers its first decision again.
+                case.body["call_id"] = target.call_id
+            elif steer == 2 and case.body.get("type") == "call.started":
+                # Readable numbers, so that starts get scored (or meet the plan's number cap).
+                case.body["to"], case.body["from"] = NUMBERS[pick], NUMBERS[-1 - pick]
         response = case.call(base_url=base_url, session=session, headers=headers, timeout=REQUEST_TIMEOUT_S)
         seen[response.status_code] += 1
         case.validate_response(response, checks=CHECKS, headers=headers)
@@ -125,16 +152,17 @@ def exercise(
     run()
 
 
-def run_contract(service: RunningService, creds: dict[str, Credentials]) -> Outcome:
+def run_contract(service: RunningService, targets: dict[str, Target]) -> Outcome:
     """The whole schemathesis run (synchronous: requests-based), meant for a worker thread."""
-    schema = schemathesis.openapi.from_url(
+    loaded = schemathesis.openapi.from_url(
         f"{service.base_url}/v1/openapi.json", config=schemathesis.Config(), timeout=REQUEST_TIMEOUT_S
     )
     # Schemathesis leaves out the operation that served the document unless a filter names it: name them all.
-    schema = schema.include(path_regex="^/")
+    schema = loaded.include(path_regex="^/")
     outcome = Outcome()
-    operations: dict[str, schemathesis.APIOperation] = {}
+    operations: dict[str, Operation] = {}
     for result in schema.get_all_operations():
+        assert isinstance(result, Ok), f"an operation of the document does not load: {result.err()}"
         operation = result.ok()
         operations[operation.label] = operation
     assert set(operations) == OPERATIONS, f"the served document has {sorted(operations)}"
@@ -146,7 +174,7 @@ def run_contract(service: RunningService, creds: dict[str, Credentials]) -> Outc
                 passes.append((schemathesis.GenerationMode.NEGATIVE, NEGATIVE_EXAMPLES))
             for mode, examples in passes:
                 try:
-                    exercise(operation, mode, examples, service.base_url, creds[label], session, seen)
+                    exercise(operation, mode, examples, service.base_url, targets[label], session, seen)
                 except Exception as exc:
                     outcome.failures.append(f"{label} ({mode.value}):\n{exc}")
     return outcome
@@ -161,13 +189,18 @@ async def test_live_edge_conforms_to_its_openapi_document(
     # The guard account posts with its key; the watch account with its token (its turns answer `ignored`).
     await start_call(http, service.base_url, account, "contract-guard")
     await start_call(http, service.base_url, watch_account, "contract-watch")
-    guard = Credentials(key=account, token=account, call_id="contract-guard")
-    watch = Credentials(key=watch_account, token=watch_account, call_id="contract-watch")
-    creds = {label: guard for label in OPERATIONS} | {"POST /v1/events/{token}": watch}
+    # Six starts from one caller inside ten minutes raise `caller.rate_exceeded`: an alert to read back.
+    calls = Traffic(http, service.base_url, account)
+    for minute in range(6):
+        await calls.start(NUMBERS[2], minute)
+    (alert,) = await calls.wait_for("caller.rate_exceeded")
+    guard = Target(account, "contract-guard", alert["id"])
+    targets = {label: guard for label in OPERATIONS} | {
+        "POST /v1/events/{token}": Target(watch_account, "contract-watch")
+    }
 
-    outcome = await asyncio.to_thread(run_contract, service, creds)
+    outcome = await asyncio.to_thread(run_contract, service, targets)
 
-    print(outcome.statuses)  # DEBUG
     assert not outcome.failures, "\n\n".join(outcome.failures)
     for label in sorted(OPERATIONS):
         assert outcome.statuses[label].get(200), f"{label} never answered 200: {dict(outcome.statuses[label])}"
