@@ -54,9 +54,10 @@ class Admin:
             raise AdminError("unknown_account")
         return account
 
-    async def account_create(self, plan: str, name: str = "") -> dict[str, Any]:
+    async def account_create(self, plan: str, name: str = "", account_id: str = "") -> dict[str, Any]:
+        """A new account; `account_id` only where two logs must hold the same account (tests, migrations)."""
         check_plan(plan)
-        account_id = ids.new_account_id()
+        account_id = account_id or ids.new_account_id()
         key = ids.new_key("full")
         key_id = ids.new_key_id()
         token = ids.new_ingest_token()

@@ -51,6 +51,11 @@ def register(rt: Runtime) -> None:
             replay = rt.folded("events", event)
             if replay:
                 await rt.mirror_caught_up.wait()
+            # With the partitions split between workers, an event must see every decision answered before
+            # it was sent, whichever worker made it: same answers as one worker, at the cost of a round trip.
+            shared = not replay and not rt.holds_every_partition()
+            if shared and rt.level_facts is not None:
+                await rt.level_facts()
             key = event.key.decode()
             state = rt.read("calls", key)
             target = calls.alias_target(state, record, rt.view)
@@ -80,6 +85,10 @@ def register(rt: Runtime) -> None:
                 if state is None:
                     index_call(outcome.state, event.message.partition)
                 watch(key, calls.sweep_due(outcome.state, rt.live, rt.detectors.long_call_min), event.message.partition)
+            if shared:
+                # Durable before the answer, so the barrier of the client's next event covers them.
+                for ack in acks:
+                    await ack
             if not replay:
                 await rt.reply(event, outcome.status, outcome.body)
             for ack in acks:

@@ -98,6 +98,7 @@ def register_queries(rt: Runtime) -> None:
 def register_housekeeping(rt: Runtime) -> None:
     app, settings = rt.app, rt.settings
     mirror = FactMirror(settings, rt.view, make_consumer, rt.generation, rt.mirror_caught_up)
+    rt.level_facts = mirror.level
     worker_id = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
 
     def on_control(record: dict[str, Any]) -> None:

@@ -38,6 +38,7 @@ class FactMirror:
         self.make_consumer = consumer
         self.caught_up = caught_up
         self.positions: dict[TopicPartition, int] = {}
+        self.moved = asyncio.Condition()
         self.targets = {
             TopicPartition(settings.topic(name), int(p)): offset
             for name in ("decisions", "deliveries")
@@ -46,7 +47,8 @@ class FactMirror:
         }
 
     async def run(self) -> None:
-        self.consumer = self.make_consumer(self.settings, fetch_max_wait_ms=self.settings.follow_max_wait_ms)
+        # The answer path may wait on this consumer (`level`), so it polls like one.
+        self.consumer = self.make_consumer(self.settings, fetch_max_wait_ms=self.settings.fetch_max_wait_ms)
         await self.consumer.start()
         try:
             partitions = [TopicPartition(t, p) for t in self.topics for p in range(self.settings.partitions)]
@@ -65,8 +67,20 @@ class FactMirror:
                     positions[tp] = messages[-1].offset + 1
                     self.view.store.put(f"off|{tp.topic}|{tp.partition}", positions[tp])
                 self._check(positions)
+                async with self.moved:
+                    self.moved.notify_all()
         finally:
             await self.consumer.stop()
+
+    async def level(self) -> None:
+        """Wait until the view holds every fact appended before this call: another worker's decisions are
+        then visible to the next event, as they are when one worker holds every partition."""
+        ends = await self.consumer.end_offsets(list(self.positions))
+        try:
+            async with asyncio.timeout(self.settings.answer_deadline_s), self.moved:
+                await self.moved.wait_for(lambda: all(self.positions[tp] >= end for tp, end in ends.items()))
+        except TimeoutError:
+            log.warning("facts mirror behind the log; deciding on what it holds")
 
     def _check(self, positions: dict[TopicPartition, int]) -> None:
         """A replay of events may start once the view holds every fact the rebuild found."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +61,14 @@ class Runtime:
     # Next offset to fold per (topic short name, partition): the progress a heartbeat reports.
     progress: dict[tuple[str, int], int] = field(default_factory=dict)
     mirror_caught_up: asyncio.Event = field(default_factory=asyncio.Event)
+    # Waits until the feature view holds every fact in the log (the facts mirror's barrier).
+    level_facts: Callable[[], Awaitable[None]] | None = None
+
+    def holds_every_partition(self) -> bool:
+        """True when this worker alone folds the events topic: its own facts are then the whole view."""
+        topic = self.settings.topic("events")
+        held = {tp.partition for tp in self.app.consumer.assignment() if tp.topic == topic}
+        return len(held) == self.settings.partitions
 
     def folded(self, name: str, event: EventT[Any]) -> bool:
         """Note an event as folded; True when it is a replay (below the generation's targets)."""

@@ -89,11 +89,11 @@ class AccountKeys:
 
 
 async def create_account(
-    settings: Settings, http: aiohttp.ClientSession, base_url: str, plan: str = "guard"
+    settings: Settings, http: aiohttp.ClientSession, base_url: str, plan: str = "guard", account_id: str = ""
 ) -> AccountKeys:
     """A fresh account, returned once the edge accepts its key (the contract allows one second)."""
     async with Admin(settings) as admin:
-        created = await admin.account_create(plan, "test")
+        created = await admin.account_create(plan, "test", account_id)
     account = AccountKeys(
         **{k: created[k] for k in ("account_id", "key", "key_id", "ingest_token", "signing_secret", "plan")}
     )

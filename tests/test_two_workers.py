@@ -1,0 +1,70 @@
+"""Two workers share the partitions of one consumer group and answer the same as one."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+from callscreen.times import now_ms
+from tests.service import create_account, settled, start_service
+from tests.topics import read_topic
+from tests.traffic import post_all, script, snapshot
+
+ACCOUNTS = ("acct_TwoWorkers000001", "acct_TwoWorkers000002")
+
+
+async def wait_for_split(settings: Any, workers: int, timeout_s: float = 60.0) -> None:
+    """Until `workers` distinct workers each hold a ready share of the events partitions, disjoint and complete."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        latest: dict[str, dict[str, Any]] = {}
+        for record in await read_topic(settings, settings.topic("status")):
+            beat = orjson.loads(record.value)
+            if beat.get("kind") == "worker.heartbeat":
+                latest[beat["worker"]] = beat
+        shares = [set(b["partitions"]) for b in latest.values() if b["ready"] and b["partitions"]]
+        union = set().union(*shares) if shares else set()
+        if len(shares) == workers and union == set(range(settings.partitions)) and sum(map(len, shares)) == len(union):
+            return
+        assert time.monotonic() < deadline, f"workers never split the partitions: {latest}"
+        await asyncio.sleep(0.5)
+
+
+async def run_traffic(data_dir: Path, workers: int, http: aiohttp.ClientSession, base: int) -> Any:
+    """The same accounts and the same events through a fresh service; every read endpoint's answers."""
+    # No sweep: its ticks land wherever the wall clock puts them among the turns, differently in each run.
+    env = {"CALLSCREEN_WORKERS": str(workers), "CALLSCREEN_SILENT_SWEEP_S": "3600"}
+    service = start_service(data_dir, env=env)
+    try:
+        await wait_for_split(service.settings, workers)
+        accounts = [await create_account(service.settings, http, service.base_url, account_id=a) for a in ACCOUNTS]
+        answers = []
+        plans = [script(11, base, 40), script(12, base, 40)]
+        for account, bodies in zip(accounts, plans, strict=True):
+            answers += await post_all(http, service.base_url, account, bodies)
+        callers = sorted({b["from"] for b in plans[0] if b["type"] == "call.started"})[:10]
+        await settled(service.settings)
+        views = [await snapshot(http, service.base_url, account, callers) for account in accounts]
+        for view in views:
+            # When the account was created is the admin command's wall clock, not the traffic.
+            del view["/v1/account"]["created_at"]
+        return answers, views
+    finally:
+        assert service.stop() == 0
+
+
+async def test_two_workers_answer_the_same_as_one(tmp_path: Path, http: aiohttp.ClientSession) -> None:
+    base = now_ms() - 20 * 60_000
+    one_answers, one_views = await run_traffic(tmp_path / "one", 1, http, base)
+    two_answers, two_views = await run_traffic(tmp_path / "two", 2, http, base)
+
+    assert len(one_answers) > 700
+    assert one_views[0]["/v1/alerts?limit=200"]["data"], "the traffic should have raised alerts"
+    differ = [(i, a, b) for i, (a, b) in enumerate(zip(one_answers, two_answers, strict=True)) if a != b]
+    assert not differ, f"{len(differ)} answers differ, first: {differ[:3]}"
+    assert orjson.dumps(two_views) == orjson.dumps(one_views)
