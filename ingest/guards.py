@@ -38,7 +38,7 @@ def event_poster(request: web.Request) -> Principal:
     else:
         principal = authenticate_key(request, edge.accounts)
         require_write(principal)
-    edge.limit(edge.event_limiter, principal.account.id)
+    edge.limit_events(principal.account.id)
     return principal
 
 

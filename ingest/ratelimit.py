@@ -20,18 +20,41 @@ class RateLimiter:
     window_s: float = 60.0
     buckets: dict[str, Bucket] = field(default_factory=dict)
 
-    def take(self, subject: str, now: float) -> float:
-        """Spend one token: 0.0 when allowed, else the seconds until one is available."""
-        rate = self.limit / self.window_s
+    def _refilled(self, subject: str, now: float) -> Bucket:
         bucket = self.buckets.get(subject)
         if bucket is None:
             bucket = self.buckets[subject] = Bucket(tokens=float(self.limit), updated=now)
-        bucket.tokens = min(float(self.limit), bucket.tokens + (now - bucket.updated) * rate)
+        bucket.tokens = min(float(self.limit), bucket.tokens + (now - bucket.updated) * self.limit / self.window_s)
         bucket.updated = now
+        return bucket
+
+    def take(self, subject: str, now: float) -> float:
+        """Spend one token: 0.0 when allowed, else the seconds until one is available."""
+        rate = self.limit / self.window_s
+        bucket = self._refilled(subject, now)
         if bucket.tokens >= 1.0:
             bucket.tokens -= 1.0
             return 0.0
         return (1.0 - bucket.tokens) / rate
+
+    def debit(self, subject: str, spent: int, now: float) -> None:
+        """Spend what another edge admitted for the same subject; the debt is bounded by one window."""
+        bucket = self._refilled(subject, now)
+        bucket.tokens = max(-float(self.limit), bucket.tokens - spent)
+
+
+@dataclass
+class UsageLedger:
+    """What this edge admitted per subject since it last told the other edges."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, subject: str) -> None:
+        self.counts[subject] = self.counts.get(subject, 0) + 1
+
+    def drain(self) -> dict[str, int]:
+        counts, self.counts = self.counts, {}
+        return counts
 
 
 def retry_after(wait_s: float) -> str:

@@ -18,12 +18,15 @@ from callscreen.kafka import make_producer, partition_for
 from callscreen.settings import Settings
 from ingest.errors import ApiError
 from ingest.metrics import EdgeMetrics
-from ingest.ratelimit import RateLimiter, retry_after
+from ingest.ratelimit import RateLimiter, UsageLedger, retry_after
 from ingest.replies import ReplyRouter
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_STALE_S = 5.0
+# How often an edge tells the others what it admitted: at 1,200 events a minute, 0.2 s (plus a follow hop)
+# lets an account overshoot by a few events per edge, well inside the 10% decisions.md allows.
+USAGE_REPORT_S = 0.2
 
 
 class Edge:
@@ -37,9 +40,10 @@ class Edge:
         self.replies = ReplyRouter(settings, random.randrange(settings.reply_partitions))
         self.read_limiter = RateLimiter(settings.reads_per_minute)
         self.event_limiter = RateLimiter(settings.events_per_minute)
+        self.event_usage = UsageLedger()
         self.workers: dict[str, tuple[float, frozenset[int], bool]] = {}
         self.last_write_ok = 0.0
-        self._probe: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
 
     def _fold_account(self, record: dict[str, Any]) -> None:
         apply(self.accounts, record)
@@ -52,6 +56,16 @@ class Edge:
             self.workers[str(record["worker"])] = (time.monotonic(), parts, bool(record.get("ready")))
         elif record.get("kind") == "worker.stopped":
             self.workers.pop(str(record["worker"]), None)
+        elif record.get("kind") == "edge.usage" and record.get("edge") != self.replies.edge_id:
+            self._debit_usage(record)
+
+    def _debit_usage(self, record: dict[str, Any]) -> None:
+        # Replayed history older than a window has refilled already; the rest still counts.
+        if time.time() - float(record.get("sent_at", 0)) >= self.event_limiter.window_s:
+            return
+        now = time.monotonic()
+        for account, spent in record.get("events", {}).items():
+            self.event_limiter.debit(account, int(spent), now)
 
     async def start(self) -> None:
         await self.producer.start()
@@ -59,7 +73,10 @@ class Edge:
         await self.accounts_follower.start()
         await self.status_follower.start()
         await self.accounts_follower.caught_up()
-        self._probe = asyncio.create_task(self._probe_writes(), name="write probe")
+        self._tasks = [
+            asyncio.create_task(self._probe_writes(), name="write probe"),
+            asyncio.create_task(self._share_usage(), name="usage sharing"),
+        ]
 
     async def _probe_writes(self) -> None:
         """Health needs proof that the log takes writes: append a small heartbeat every second."""
@@ -74,9 +91,24 @@ class Edge:
                 log.warning("broker refused a write", extra={"error": type(exc).__name__})
             await asyncio.sleep(1.0)
 
+    async def _share_usage(self) -> None:
+        """Every edge debits the others' admissions from its own buckets: one account limit across edges."""
+        while True:
+            await asyncio.sleep(USAGE_REPORT_S)
+            events = self.event_usage.drain()
+            if not events:
+                continue
+            record = {"kind": "edge.usage", "edge": self.replies.edge_id, "sent_at": time.time(), "events": events}
+            try:
+                await self.producer.send_and_wait(
+                    self.settings.topic("status"), orjson.dumps(record), key=self.replies.edge_id.encode()
+                )
+            except KafkaError as exc:
+                log.warning("usage report lost", extra={"error": type(exc).__name__})
+
     async def stop(self) -> None:
-        if self._probe is not None:
-            self._probe.cancel()
+        for task in self._tasks:
+            task.cancel()
         await self.status_follower.stop()
         await self.accounts_follower.stop()
         await self.replies.stop()
@@ -103,6 +135,11 @@ class Edge:
                 limit=limiter.limit,
                 window_s=int(limiter.window_s),
             )
+
+    def limit_events(self, account_id: str) -> None:
+        """The account's event limit, shared with the other edges through the status topic."""
+        self.limit(self.event_limiter, account_id)
+        self.event_usage.add(account_id)
 
     async def append(self, topic: str, key: str, record: dict[str, Any]) -> None:
         """Append one record and wait for the broker's ack; 503 when the log cannot take it."""

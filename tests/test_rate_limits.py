@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import aiohttp
 
 from callscreen.admin import Admin
-from tests.service import AccountKeys, RunningService, wait_for_status
+from tests.service import AccountKeys, RunningService, start_service, wait_for_status
 
 BURST_TIMEOUT_S = 90.0
 
@@ -61,3 +62,30 @@ async def test_events_are_limited_per_account_across_key_and_token(
     _, response, body = await burst_until_429(http, "POST", url, 1200, sent=600, started=started, data=b"{")
     assert body == {"error": "rate_limited", "limit": 1200, "window_s": 60}
     assert int(response.headers["Retry-After"]) >= 1
+
+
+async def test_two_edges_hold_one_account_limit_within_ten_percent(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys, service: RunningService, tmp_path: Path
+) -> None:
+    second = start_service(
+        tmp_path / "edge", service.settings.broker, "--role", "edge", env={"CALLSCREEN_EMBEDDED_BROKER": "1"}
+    )
+    try:
+        urls = [f"{base_url}/v1/events", f"{second.base_url}/v1/events"]
+        started, sent, admitted = time.monotonic(), 0, [0, 0]
+        while time.monotonic() - started < BURST_TIMEOUT_S:
+            # Alternate edges, as a load balancer would; each malformed body counts against the account.
+            edge = sent % 2
+            sent += 1
+            async with http.post(urls[edge], headers=account.headers, data=b"{") as r:
+                if r.status == 429:
+                    break
+                assert r.status == 400
+                admitted[edge] += 1
+        else:
+            raise AssertionError(f"no 429 after {sent} requests")
+        refilled = (time.monotonic() - started) * 1200 / 60
+        assert 1200 < sent <= 1.1 * 1200 + refilled
+        assert min(admitted) > 500, admitted
+    finally:
+        assert second.stop() == 0
