@@ -1,0 +1,1 @@
+"""Benchmarks for callscreen: `python -m bench.run` drives the real service and writes docs/benchmarks.md."""

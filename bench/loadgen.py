@@ -1,0 +1,267 @@
+"""Open-loop HTTP load generator, run as its own process: `python -m bench.loadgen < spec.json`.
+
+Arrivals are scheduled up front at fixed intended send times (Poisson, at the offered rate), and
+every latency is measured from the intended send time, not from when the request actually left:
+a server that falls behind is charged for the queue it builds (no coordinated omission).
+
+Events of one call are chained: an event is sent at its intended time or when the call's previous
+event was answered, whichever is later (so turns never overtake their call's start); the wait
+still counts in its latency. The run is bounded: `duration_s` of arrivals, then at most `drain_s`
+for answers; whatever is still outstanding is cancelled and counted as `unfinished`.
+
+Modes:
+  starts  every arrival is a `call.started` of a new call; after the measured window the calls are
+          closed with `call.ended` at `close_rate` (reported separately, not in the measured stats).
+  calls   full calls (start, 10-40 turns, end) from a pool of concurrent calls; every event counts.
+          Calls still open when arrivals stop are closed afterwards, unmeasured.
+
+The spec is JSON on stdin; the result is one JSON object on stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+from bench.traffic import BenchAccount, call_ended, call_started, caller_number, full_call, pick
+
+REQUEST_TIMEOUT_S = 10.0
+
+
+@dataclass
+class Sample:
+    kind: str
+    intended: float
+    latency: float  # seconds from the intended send time to the answer; inf when none came
+    status: int  # 0 when the request failed without an HTTP answer
+    send_lag: float  # how late the request actually left (the generator's own slack)
+
+
+@dataclass
+class Spec:
+    base_url: str
+    accounts: list[BenchAccount]
+    mode: str
+    rate: float
+    duration_s: float
+    seed: int = 1
+    warmup_s: float = 1.0
+    drain_s: float = 10.0
+    connections: int = 256
+    close_rate: float = 400.0
+    prefix: str = "b"
+    concurrent_calls: int = 0
+    call_offset: int = 0  # calls earlier runs made: accounts and numbers continue where they stopped
+
+    @staticmethod
+    def from_json(raw: dict[str, Any]) -> Spec:
+        accounts = [BenchAccount.from_json(a) for a in raw.pop("accounts")]
+        return Spec(accounts=accounts, **raw)
+
+
+@dataclass
+class Plan:
+    """Per call, its bodies with their intended send times (seconds after t0) and which count."""
+
+    calls: list[tuple[str, list[tuple[float, dict[str, Any], bool]]]] = field(default_factory=list)
+
+
+def poisson_arrivals(rng: random.Random, rate: float, duration_s: float) -> list[float]:
+    times: list[float] = []
+    t = rng.expovariate(rate)
+    while t < duration_s:
+        times.append(t)
+        t += rng.expovariate(rate)
+    return times
+
+
+def plan_starts(spec: Spec, rng: random.Random, wall0_ms: int) -> Plan:
+    plan = Plan()
+    arrivals = poisson_arrivals(rng, spec.rate, spec.duration_s)
+    close_at = spec.duration_s + 0.5
+    for i, t in enumerate(arrivals):
+        account, to = pick(spec.accounts, spec.call_offset + i)
+        call_id = f"{spec.prefix}-s{i}"
+        at = wall0_ms + int(t * 1000)
+        ended = close_at + i / spec.close_rate
+        bodies = [
+            (t, call_started(call_id, to, caller_number(rng), at), True),
+            (ended, call_ended(call_id, at + 1000), False),
+        ]
+        plan.calls.append((account.key, bodies))
+    return plan
+
+
+def plan_calls(spec: Spec, rng: random.Random, wall0_ms: int) -> Plan:
+    """Arrivals are dealt round-robin to a pool of concurrent calls; a finished call is replaced."""
+    plan = Plan()
+    arrivals = poisson_arrivals(rng, spec.rate, spec.duration_s)
+    # Enough concurrent calls that one call's consecutive events are ~0.25 s apart.
+    slots = spec.concurrent_calls or max(20, int(spec.rate * 0.25))
+    active: list[tuple[int, list[dict[str, Any]], list[tuple[float, dict[str, Any], bool]]] | None] = [None] * slots
+    serial = 0
+    for i, t in enumerate(arrivals):
+        slot = i % slots
+        current = active[slot]
+        if current is None:
+            account, to = pick(spec.accounts, spec.call_offset + serial)
+            bodies = full_call(rng, f"{spec.prefix}-c{serial}", to, wall0_ms + int(t * 1000))
+            current = (serial, bodies, [])
+            plan.calls.append((account.key, current[2]))
+            serial += 1
+        _, bodies, scheduled = current
+        scheduled.append((t, bodies[len(scheduled)], True))
+        active[slot] = None if len(scheduled) == len(bodies) else current
+    # Close what is still open, unmeasured, after the window.
+    close_at = spec.duration_s + 0.5
+    closing = 0
+    for current in active:
+        if current is not None:
+            _, bodies, scheduled = current
+            scheduled.append((close_at + closing / spec.close_rate, bodies[-1], False))
+            closing += 1
+    return plan
+
+
+async def drive(spec: Spec) -> dict[str, Any]:
+    rng = random.Random(spec.seed)
+    loop = asyncio.get_running_loop()
+    wall0_ms = int(time.time() * 1000) + 500
+    plan = plan_starts(spec, rng, wall0_ms) if spec.mode == "starts" else plan_calls(spec, rng, wall0_ms)
+    samples: list[Sample] = []
+    unmeasured: list[Sample] = []
+    connector = aiohttp.TCPConnector(limit=spec.connections, force_close=False)
+    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
+    url = f"{spec.base_url}/v1/events"
+    error_bodies: Counter[str] = Counter()
+    skipped = 0
+
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
+        # Open the pool before the clock starts so the first second does not pay for connects.
+        await asyncio.gather(*(http.get(f"{spec.base_url}/healthz") for _ in range(min(32, spec.connections))))
+        t0 = loop.time() + 0.5
+
+        async def one_call(key: str, events: list[tuple[float, dict[str, Any], bool]]) -> None:
+            nonlocal skipped
+            headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+            broken = False
+            for offset, body, measured in events:
+                if broken and body["type"] != "call.ended":
+                    skipped += int(measured)
+                    continue
+                intended = t0 + offset
+                delay = intended - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                sent = loop.time()
+                status = 0
+                try:
+                    async with http.post(url, data=orjson.dumps(body), headers=headers) as response:
+                        status = response.status
+                        payload = await response.read()
+                        if status >= 300:
+                            error_bodies[f"{status} {payload[:80].decode(errors='replace')}"] += 1
+                except (TimeoutError, aiohttp.ClientError) as exc:
+                    error_bodies[type(exc).__name__] += 1
+                done = loop.time()
+                latency = done - intended if status else math.inf
+                sample = Sample(body["type"], offset, latency, status, sent - intended)
+                if broken:
+                    skipped += int(measured)
+                    unmeasured.append(sample)
+                else:
+                    (samples if measured else unmeasured).append(sample)
+                if body["type"] == "call.started" and not 200 <= status < 300:
+                    # The call's turns would only be 404s: skip them, but still end the call (unmeasured),
+                    # since a start the edge gave up on (503 past the answer deadline) stays in the log.
+                    broken = True
+
+        tasks = [asyncio.create_task(one_call(key, events)) for key, events in plan.calls]
+        last = max((events[-1][0] for _, events in plan.calls if events), default=0.0)
+        _done, pending = await asyncio.wait(tasks, timeout=max(0.0, t0 + last - loop.time()) + spec.drain_s)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+    offered = sum(1 for _, events in plan.calls for _, _, measured in events if measured)
+    extra = {"skipped": skipped, "calls": len(plan.calls)}
+    return summarise(spec, samples, unmeasured, offered - skipped, error_bodies) | extra
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return math.nan
+    rank = max(0, math.ceil(q / 100.0 * len(sorted_values)) - 1)
+    return sorted_values[min(rank, len(sorted_values) - 1)]
+
+
+def stats(samples: list[Sample]) -> dict[str, Any]:
+    latencies = sorted(s.latency for s in samples)
+    lags = sorted(s.send_lag for s in samples)
+    ok = sum(1 for s in samples if 200 <= s.status < 300)
+    statuses = Counter(str(s.status) for s in samples)
+
+    def ms(value: float) -> float | None:
+        return None if math.isinf(value) or math.isnan(value) else round(value * 1000, 2)
+
+    return {
+        "count": len(samples),
+        "ok": ok,
+        "errors": len(samples) - ok,
+        "statuses": dict(statuses),
+        "p50_ms": ms(percentile(latencies, 50)),
+        "p90_ms": ms(percentile(latencies, 90)),
+        "p99_ms": ms(percentile(latencies, 99)),
+        "p999_ms": ms(percentile(latencies, 99.9)),
+        "max_ms": ms(latencies[-1]) if latencies else None,
+        "send_lag_p99_ms": ms(percentile(lags, 99)),
+    }
+
+
+def summarise(
+    spec: Spec, samples: list[Sample], unmeasured: list[Sample], offered: int, errors: Counter[str]
+) -> dict[str, Any]:
+    window = [s for s in samples if s.intended >= spec.warmup_s]
+    seconds = max(1e-9, spec.duration_s - spec.warmup_s)
+    result = {
+        "mode": spec.mode,
+        "rate": spec.rate,
+        "duration_s": spec.duration_s,
+        "warmup_s": spec.warmup_s,
+        "offered": offered,
+        "answered": len(samples),
+        "unfinished": offered - len(samples),
+        "all": stats(window),
+        "by_type": {kind: stats([s for s in window if s.kind == kind]) for kind in sorted({s.kind for s in window})},
+        "throughput_ok_per_s": round(sum(1 for s in window if 200 <= s.status < 300) / seconds, 1),
+        "unmeasured": stats(unmeasured),
+        "error_samples": dict(errors.most_common(5)),
+    }
+    # Requests never answered count against the tail: p99 is computed over everything offered.
+    missing = offered - len(samples)
+    if missing:
+        result["all"]["errors"] += missing
+        if missing > len(window) * 0.001:
+            result["all"]["p999_ms"] = None
+        if missing > len(window) * 0.01:
+            result["all"]["p99_ms"] = None
+    return result
+
+
+def main() -> None:
+    spec = Spec.from_json(orjson.loads(sys.stdin.buffer.read()))
+    result = asyncio.run(drive(spec))
+    sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""Append calls straight to the events topic, exactly as the edge would have written them.
+
+Each body goes through the edge's own validation (`ingest.validation.validate_event`) and gets the
+same envelope (`id`, `account_id`, `plan`, `received_at`, `trusted`) and key (`account:call_id`) the
+edge gives it; only the HTTP hop and the reply are skipped. This builds a backlog the worker folds
+as fast as it can (its fold rate) and that the bare consumer reads (its floor), and it drives many
+calls across many protected numbers within the time budget for the memory measurement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from typing import Any
+
+import orjson
+
+from bench.traffic import BenchAccount, call_ended, call_started, caller_number, pick
+from callscreen.kafka import make_producer
+from callscreen.settings import Settings
+from callscreen.times import now_ms
+from ingest.validation import validate_event
+
+IN_FLIGHT = 2000
+
+
+def records_for(account: BenchAccount, number: str, call_id: str, at: int, rng: random.Random) -> list[dict[str, Any]]:
+    out = []
+    for body in (call_started(call_id, number, caller_number(rng), at), call_ended(call_id, at + 30_000)):
+        received = now_ms()
+        record = validate_event(body, received, 300_000)
+        record.update(id=uuid.uuid4().hex, account_id=account.account_id, plan="guard", received_at=received)
+        if record["type"] == "call.started":
+            record["trusted"] = False
+        out.append(record)
+    return out
+
+
+async def prefill(
+    settings: Settings, accounts: list[BenchAccount], calls: int, offset: int = 0, seed: int = 7
+) -> dict[str, float]:
+    """`calls` calls (start and end) spread round-robin over every account's every number."""
+    rng = random.Random(seed)
+    topic = settings.topic("events")
+    producer = make_producer(settings)
+    await producer.start()
+    started = time.perf_counter()
+    base = now_ms() - 120_000
+    pending: list[asyncio.Future[Any]] = []
+    records = 0
+    try:
+        for i in range(calls):
+            account, number = pick(accounts, offset + i)
+            call_id = f"pre-{i}"
+            for record in records_for(account, number, call_id, base + i, rng):
+                key = f"{account.account_id}:{call_id}".encode()
+                pending.append(await producer.send(topic, orjson.dumps(record), key=key))
+                records += 1
+            if len(pending) >= IN_FLIGHT:
+                await asyncio.gather(*pending)
+                pending = []
+        await asyncio.gather(*pending)
+    finally:
+        await producer.stop()
+    seconds = time.perf_counter() - started
+    return {
+        "calls": calls,
+        "records": records,
+        "seconds": round(seconds, 2),
+        "per_s": round(records / seconds, 1),
+    }

@@ -1,0 +1,260 @@
+"""Render the results of `bench.run` as docs/benchmarks.md."""
+
+from __future__ import annotations
+
+from typing import Any
+
+TARGETS_NOTE = "Targets are the issue's; a miss is reported as measured, the service was not tuned for this run."
+
+
+def ms(value: Any) -> str:
+    return "—" if value is None else f"{value:.1f}"
+
+
+def run_row(result: dict[str, Any], label: str = "") -> str:
+    s = result["all"]
+    statuses = ", ".join(f"{k}×{v}" for k, v in sorted(s["statuses"].items()) if not k.startswith("2"))
+    unfinished = result.get("unfinished", 0)
+    if unfinished:
+        statuses = ", ".join(x for x in (statuses, f"unanswered×{unfinished}") if x)
+    lag = result.get("max_lag")
+    name = label or f"{result['rate']:g}"
+    errors = f"{s['errors']} ({statuses})" if statuses else str(s["errors"])
+    return (
+        f"| {name} | {result['throughput_ok_per_s']:g} | {ms(s['p50_ms'])} | "
+        f"{ms(s['p99_ms'])} | {ms(s['p999_ms'])} | {ms(s['max_ms'])} | {errors} "
+        f"| {'—' if lag is None else lag} |"
+    )
+
+
+RUN_HEADER = (
+    "| offered /s | answered 2xx /s | p50 ms | p99 ms | p99.9 ms | max ms | non-2xx / failed | max worker lag |\n"
+    "|---:|---:|---:|---:|---:|---:|---|---:|"
+)
+
+
+def search_table(search: dict[str, Any] | None) -> list[str]:
+    if not search:
+        return ["_Not run (time budget)._", ""]
+    lines = [RUN_HEADER]
+    for step in search["steps"]:
+        lines.append(run_row(step))
+    lines.append("")
+    best = search["sustainable"]
+    verdict = f"**sustainable: {best:g} /s**" if best else "**sustainable: below the lowest step tried**"
+    if not search.get("complete"):
+        verdict += " (search cut short by the time budget: a bound, not the edge)"
+    lines += [verdict, ""]
+    fractions = search.get("fractions") or {}
+    if fractions:
+        lines += ["Fractions of the sustainable rate:", "", RUN_HEADER]
+        for fraction, step in sorted(fractions.items()):
+            lines.append(run_row(step, f"{step['rate']:g} ({float(fraction):.0%})"))
+        if best:
+            top = next((s for s in search["steps"] if s["rate"] == best), None)
+            if top:
+                lines.append(run_row(top, f"{best:g} (100%)"))
+        lines.append("")
+    return lines
+
+
+def by_type_table(result: dict[str, Any]) -> list[str]:
+    lines = ["| event type | count | p50 ms | p99 ms | p99.9 ms | non-2xx |", "|---|---:|---:|---:|---:|---:|"]
+    for kind, s in result["by_type"].items():
+        lines.append(
+            f"| {kind} | {s['count']} | {ms(s['p50_ms'])} | {ms(s['p99_ms'])} | {ms(s['p999_ms'])} | {s['errors']} |"
+        )
+    return [*lines, ""]
+
+
+def ratio(a: Any, b: Any) -> float | None:
+    if not a or not b:
+        return None
+    return float(a) / float(b)
+
+
+def verdict(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("met" if ok else "**missed**")
+
+
+def render(r: dict[str, Any], command: str) -> str:
+    m = r["machine"]
+    out: list[str] = [
+        "# Benchmarks",
+        "",
+        "Written by `bench/run.py`; rerun with `make bench` (about five minutes). Numbers from one run on one",
+        "small machine; the load generator, the broker and the service share its cores, so read them as",
+        "orders of magnitude and for relative comparisons, not as capacity planning figures.",
+        "",
+        "## Run",
+        "",
+        f"- date: {r['date']}",
+        f"- machine: {m.get('cores')} cores ({m.get('cpu', '?')}), {m.get('memory_gb', '?')} GB memory, "
+        f"Linux {m.get('kernel')}, Python {m.get('python')}",
+        f"- commit: {m.get('commit', '?')}",
+        f"- command: `{command}` (via `make bench`); whole run {r.get('elapsed_s')} s, service start-up "
+        f"{r.get('startup_s')} s",
+        f"- load average at start / end: {r.get('loadavg_start')} / {r.get('loadavg_end')}"
+        " (other work on the machine, such as a test suite, shows up here and makes the run noisy)",
+        f"- {r['args'].get('accounts')} guard-plan accounts (live monitor on), 25 protected numbers each; "
+        f"{r.get('calls_driven', '?')} calls driven in all, touching {r.get('numbers_touched', '?')} numbers",
+        "",
+        "## Method",
+        "",
+        "- The real service: `callscreen run` (embedded Tansu broker, one Faust worker, alerting, the edge) in a",
+        "  temporary data dir. The edge runs in the `callscreen run` process; workers and alerting are its children.",
+        "- Load: `bench/loadgen.py` in its own process, aiohttp client with a 256-connection pool, loopback only.",
+        "  **Open loop**: Poisson arrivals at the offered rate are scheduled up front and every latency is",
+        "  measured from the *intended* send time, so a server that falls behind is charged for its queue (no",
+        "  coordinated omission). Events of one call are chained (an event leaves at its intended time or when",
+        "  the call's previous event was answered, whichever is later) and the wait counts in its latency.",
+        "  The first 20% of each run (at most 1 s) is warm-up and not counted. Requests not answered within",
+        "  the run's drain time are errors and count as infinitely slow in the percentiles.",
+        "- Traffic: `call.started`, 10–40 turns (`turn.started`/`turn.ended`, roles alternating, `at` increasing",
+        "  on a plausible timeline), `call.ended`; calls spread round-robin over every account and number so",
+        "  no account nears its 1,200 events/min limit. Calls still open when a run ends are closed afterwards,",
+        "  unmeasured, and the next run waits until the worker has folded everything (heartbeat positions).",
+        "- Sustainable rate: the highest offered rate on the ladder "
+        "25/50/100/150/200/300/400/500/750/1000/1500/2000/3000 whose p99 < 50 ms with < 1% errors.",
+        "- Worker lag: end offsets of the events topic minus the fold positions the worker heartbeats each second.",
+        "",
+        f"## (a) `call.started` only at {float(r['args'].get('start_rate', 200)):g}/s "
+        f"for {float(r['args'].get('start_seconds', 20)):g} s",
+        "",
+    ]
+    fixed = r.get("starts_fixed")
+    if fixed:
+        out += [RUN_HEADER, run_row(fixed), ""]
+        if fixed.get("error_samples"):
+            out += [f"Error answers seen: `{fixed['error_samples']}`", ""]
+    out += ["## (b) Turn traffic (full calls): sustainable rate", ""]
+    out += search_table(r.get("turns"))
+    turns = r.get("turns") or {}
+    if turns.get("steps"):
+        top = max(turns["steps"], key=lambda s: s["rate"] if s["all"]["p99_ms"] is not None else -1)
+        out += [f"By event type at {top['rate']:g}/s:", "", *by_type_table(top)]
+    out += ["## `call.started`: sustainable rate", ""]
+    out += search_table(r.get("starts"))
+
+    out += ["## Baselines on the same broker", "", "### Bare edge: aiohttp + aiokafka append, same load", ""]
+    out += [
+        "`bench/baselines.py serve`: the handler parses the JSON body and appends it with the service's own",
+        "producer settings for the embedded broker (`callscreen.kafka.make_producer`: acks=all, linger 0, one",
+        "record per batch), waiting for the ack. No auth, no validation, no worker round trip.",
+        "",
+    ]
+    out += search_table(r.get("bare_server"))
+    fold = r.get("fold") or {}
+    consumer = r.get("bare_consumer") or {}
+    out += [
+        "### Worker fold rate vs bare consumer",
+        "",
+        f"`{fold.get('append', {}).get('calls', '?')}` calls (start and end, "
+        f"{fold.get('append', {}).get('records', '?')} records) appended straight to the events topic exactly as",
+        "the edge writes them (same validation, envelope and key; no HTTP, no reply), at "
+        f"{fold.get('append', {}).get('per_s', '?')} records/s; the worker folds the backlog and heartbeats its",
+        "position.",
+        "The bare consumer (`bench/baselines.py consume`) reads the whole events topic from offset 0 with the",
+        "service's consumer settings, decoding each value with orjson and doing nothing else.",
+        "",
+        "| measure | value |",
+        "|---|---:|",
+        f"| worker fold rate (records/s, while behind) | {fold.get('per_s', '—')} |",
+        f"| backlog drained in (s) | {fold.get('drained_s', 'not within budget')} |",
+        f"| max worker lag during it (records) | {fold.get('max_lag', '—')} |",
+        f"| lag left at the end of the phase | {fold.get('lag_left', '—')} |",
+        f"| bare consumer (records/s, {consumer.get('records', '?')} records in {consumer.get('seconds', '?')} s) | "
+        f"{consumer.get('per_s', '—')} |",
+        "",
+    ]
+
+    out += ["## Memory (RSS)", ""]
+    out += rss_table(r)
+
+    turn_best = (r.get("turns") or {}).get("sustainable")
+    bare_best = (r.get("bare_server") or {}).get("sustainable")
+    edge_ratio = ratio(turn_best, bare_best)
+    fold_ratio = ratio(fold.get("per_s"), consumer.get("per_s"))
+    rss = r.get("rss_end") or {}
+    worker_rss = max((v["rss_mb"] for k, v in rss.items() if k.startswith("worker")), default=None)
+    edge_rss = next((v["rss_mb"] for k, v in rss.items() if k.startswith("edge")), None)
+    f = (fixed or {}).get("all", {})
+    p50, p99 = f.get("p50_ms"), f.get("p99_ms")
+    turn_steps = {s["rate"]: s for s in (r.get("turns") or {}).get("steps", [])}
+    out += [
+        "## Targets",
+        "",
+        TARGETS_NOTE,
+        "",
+        "| target | measured | verdict |",
+        "|---|---|---|",
+        f"| `call.started` p50 ≤ 5 ms at 200/s | {ms(p50)} ms | {verdict(None if p50 is None else p50 <= 5)} |",
+        f"| `call.started` p99 ≤ 20 ms at 200/s | {ms(p99)} ms | {verdict(None if p99 is None else p99 <= 20)} |",
+        f"| turns sustainable ≥ 1,500 ev/s with p99 ≤ 50 ms | {turn_best or '< lowest step'} ev/s "
+        f"| {verdict((turn_best or 0) >= 1500)} |",
+        f"| edge ≥ 0.5× bare floor | {fmt_ratio(edge_ratio)} ({turn_best} vs {bare_best} ev/s sustainable) | "
+        f"{verdict(None if edge_ratio is None else edge_ratio >= 0.5)} |",
+        f"| worker folds ≥ 0.3× bare consumer | {fmt_ratio(fold_ratio)} ({fold.get('per_s')} vs "
+        f"{consumer.get('per_s')} records/s) | {verdict(None if fold_ratio is None else fold_ratio >= 0.3)} |",
+        f"| RSS ≤ 400 MB per worker | {ms(worker_rss)} MB "
+        f"| {verdict(None if worker_rss is None else worker_rss <= 400)} |",
+        f"| RSS ≤ 150 MB edge | {ms(edge_rss)} MB | {verdict(None if edge_rss is None else edge_rss <= 150)} |",
+        "",
+    ]
+    if 1500 not in turn_steps and turn_best is not None and turn_best < 1500:
+        out += ["Turn traffic at 1,500/s was not offered: the search stopped at the first failing step.", ""]
+
+    prof = r.get("profile")
+    if prof:
+        out += profile_section(prof)
+    notes = r.get("notes") or []
+    if notes:
+        out += ["## Notes from this run", "", *[f"- {n}" for n in notes], ""]
+    return "\n".join(out)
+
+
+def fmt_ratio(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}×"
+
+
+def rss_table(r: dict[str, Any]) -> list[str]:
+    snaps = [
+        ("at start", r.get("rss_start")),
+        ("after fold phase", r.get("rss_after_fold")),
+        ("at end", r.get("rss_end")),
+    ]
+    snaps = [(name, s) for name, s in snaps if s]
+    if not snaps:
+        return ["_Not measured._", ""]
+    roles = list(dict.fromkeys(role for _, s in snaps for role in s))
+    head = "| process | " + " | ".join(f"RSS MB {name}" for name, _ in snaps) + " | peak (VmHWM) MB |"
+    lines = [
+        "VmRSS from `/proc/<pid>/status`. At end = after every scenario and "
+        f"{r.get('calls_driven', '?')} calls over {r.get('numbers_touched', '?')} numbers.",
+        "",
+        head,
+        "|---|" + "---:|" * (len(snaps) + 1),
+    ]
+    for role in roles:
+        cells = [str(s.get(role, {}).get("rss_mb", "—")) for _, s in snaps]
+        peak = max((s.get(role, {}).get("hwm_mb", 0) for _, s in snaps), default=0)
+        lines.append(f"| {role} | " + " | ".join(cells) + f" | {peak} |")
+    if r.get("rss_bare_server") is not None:
+        lines.append(f"| bare baseline server | {r['rss_bare_server']} (after its search) |" + " |" * len(snaps))
+    return [*lines, ""]
+
+
+def profile_section(prof: dict[str, Any]) -> list[str]:
+    out = ["## Profile (`--profile`)", ""]
+    if prof.get("error"):
+        return [*out, prof["error"], ""]
+    out += [
+        f"py-spy (200 Hz, non-blocking) on the edge and the worker for {prof['seconds']} s of turn traffic at "
+        f"{prof['rate']:g}/s. Own = samples with the function on top of the stack; total = anywhere in it.",
+        "",
+    ]
+    for name, top in prof.get("top", {}).items():
+        out += [f"### {name} ({top['samples']} samples)", "", "| function | own % | total % |", "|---|---:|---:|"]
+        out += [f"| `{fn}` | {own} | {total} |" for fn, own, total in top["rows"]]
+        out.append("")
+    return out

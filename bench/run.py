@@ -1,0 +1,478 @@
+"""`python -m bench.run`: drive the real service and its baselines, write docs/benchmarks.md.
+
+Everything runs on loopback against one embedded broker, inside a time budget (default 285 s, so
+`make bench` stays under five minutes): phases that no longer fit are skipped and the report says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from bench import profile, report
+from bench.prefill import prefill
+from bench.service import Progress, Service, create_accounts, rss_mb, start_service, stop_process
+from bench.traffic import NUMBERS_PER_ACCOUNT, BenchAccount
+from callscreen.broker import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+P99_TARGET_MS = 50.0
+LADDER = [25, 50, 100, 150, 200, 300, 400, 500, 750, 1000, 1500, 2000, 3000]
+BARE_TOPIC = "callscreen-bench.bare"
+
+
+@dataclass
+class Budget:
+    seconds: float
+    started: float = field(default_factory=time.monotonic)
+
+    def left(self) -> float:
+        return self.seconds - (time.monotonic() - self.started)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+
+@dataclass
+class Bench:
+    args: argparse.Namespace
+    budget: Budget
+    service: Service
+    accounts: list[BenchAccount]
+    progress: Progress
+    results: dict[str, Any]
+    calls_driven: int = 0
+    children: list[asyncio.subprocess.Process] = field(default_factory=list)
+
+    def log(self, message: str) -> None:
+        print(f"[{self.budget.elapsed():6.1f}s] {message}", file=sys.stderr, flush=True)
+
+    async def loadgen(
+        self, base_url: str, mode: str, rate: float, duration_s: float, prefix: str, track_lag: bool = True
+    ) -> dict[str, Any]:
+        """One open-loop run in its own process; samples the workers' lag while it runs."""
+        spec = {
+            "base_url": base_url,
+            "accounts": [a.to_json() for a in self.accounts],
+            "mode": mode,
+            "rate": rate,
+            "duration_s": duration_s,
+            "warmup_s": min(1.0, duration_s / 5),
+            "prefix": prefix,
+            "seed": len(prefix) + int(rate),
+            "call_offset": self.calls_driven,
+            "close_rate": float(self.args.close_rate),
+        }
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bench.loadgen",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            cwd=ROOT,
+            start_new_session=True,
+        )
+        self.children.append(process)
+        max_lag = 0
+        lag_task: asyncio.Task[None] | None = None
+
+        async def sample_lag() -> None:
+            nonlocal max_lag
+            while True:
+                await asyncio.sleep(0.5)
+                max_lag = max(max_lag, await self.progress.lag())
+
+        if track_lag:
+            lag_task = asyncio.create_task(sample_lag())
+        try:
+            out, _ = await asyncio.wait_for(process.communicate(json.dumps(spec).encode()), duration_s + 90)
+        finally:
+            if lag_task is not None:
+                lag_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await lag_task
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, 9)
+                await process.wait()
+        result: dict[str, Any] = json.loads(out)
+        self.calls_driven += int(result.get("calls", 0))
+        result["max_lag"] = max_lag if track_lag else None
+        s = result["all"]
+        self.log(
+            f"{prefix}: {mode} @ {rate:g}/s -> ok {result['throughput_ok_per_s']}/s p50 {s['p50_ms']} "
+            f"p99 {s['p99_ms']} p99.9 {s['p999_ms']} errors {s['errors']} max lag {result['max_lag']}"
+        )
+        return result
+
+    async def settle(self, timeout_s: float = 30.0) -> float:
+        """Wait for the worker to fold what the last run left behind, so runs do not overlap."""
+        waited = await self.progress.wait_drained(min(timeout_s, max(1.0, self.budget.left() - 5)), slack=8)
+        if waited == float("inf"):
+            self.log(f"worker still behind after {timeout_s:.0f}s (lag {await self.progress.lag()})")
+        return waited
+
+    async def search(
+        self, name: str, drive: Callable[[float], Awaitable[dict[str, Any]]], start: float, step_cost: float
+    ) -> dict[str, Any]:
+        """Step the offered rate along LADDER until a passing rate sits next to a failing one."""
+        index = LADDER.index(start)
+        steps: list[dict[str, Any]] = []
+        passed: set[float] = set()
+        failed: set[float] = set()
+        while self.budget.left() > step_cost:
+            rate = LADDER[index]
+            result = await drive(rate)
+            steps.append(result)
+            if sustainable(result):
+                passed.add(rate)
+                if index + 1 >= len(LADDER) or LADDER[index + 1] in failed:
+                    break
+                index += 1
+            else:
+                failed.add(rate)
+                if index == 0 or LADDER[index - 1] in passed:
+                    break
+                index -= 1
+        else:
+            self.log(f"{name}: search stopped by the time budget")
+        best = max(passed, default=None)
+        return {"steps": steps, "sustainable": best, "complete": bool(failed and passed) or best == LADDER[-1]}
+
+
+def sustainable(result: dict[str, Any]) -> bool:
+    s = result["all"]
+    p99 = s["p99_ms"]
+    return p99 is not None and p99 < P99_TARGET_MS and s["errors"] <= 0.01 * max(1, s["count"])
+
+
+async def create_topic(broker: str, name: str, partitions: int) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker.split("://", 1)[-1])
+    await admin.start()
+    try:
+        with contextlib.suppress(TopicAlreadyExistsError):
+            await admin.create_topics([NewTopic(name=name, num_partitions=partitions, replication_factor=1)])
+    finally:
+        await admin.close()
+
+
+async def bare_consumer(broker: str, topic: str) -> dict[str, Any]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.baselines",
+        "consume",
+        "--broker",
+        broker,
+        "--topic",
+        topic,
+        stdout=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    try:
+        out, _ = await asyncio.wait_for(process.communicate(), 60)
+    finally:
+        if process.returncode is None:
+            os.killpg(process.pid, 9)
+            await process.wait()
+    return dict(json.loads(out))
+
+
+def start_bare_server(broker: str, log_path: Path) -> tuple[subprocess.Popen[str], str]:
+    port = free_port()
+    command = [sys.executable, "-m", "bench.baselines", "serve", "--broker", broker, "--topic", BARE_TOPIC]
+    with open(log_path, "a") as log:
+        process = subprocess.Popen(
+            [*command, "--port", str(port)],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            cwd=ROOT,
+            start_new_session=True,
+        )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith("bare ready on "):
+        stop_process(process)
+        raise RuntimeError(f"bare server did not start; see {log_path}")
+    return process, line.removeprefix("bare ready on ").strip()
+
+
+def snapshot_rss(service: Service) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for role, pid in service.processes().items():
+        values = rss_mb(pid)
+        if values is not None:
+            out[role] = {"pid": pid, "rss_mb": round(values[0], 1), "hwm_mb": round(values[1], 1)}
+    return out
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+async def phases(bench: Bench) -> None:
+    """The scenarios in priority order: what the targets need first, the extras while time is left."""
+    args, results, svc = bench.args, bench.results, bench.service
+    results["loadavg_start"] = loadavg()
+
+    # (a) call.started only at a fixed rate.
+    bench.log(f"scenario a: call.started at {args.start_rate}/s for {args.start_seconds}s")
+    results["starts_fixed"] = await bench.loadgen(svc.base_url, "starts", args.start_rate, args.start_seconds, "a")
+    await bench.settle(45)
+
+    # (b) full calls (turn traffic): the sustainable rate.
+    async def drive_calls(rate: float) -> dict[str, Any]:
+        result = await bench.loadgen(svc.base_url, "calls", rate, args.step_seconds, f"turns{int(rate)}")
+        await bench.settle()
+        return result
+
+    bench.log("scenario b: turn traffic, step search")
+    turns = await bench.search("turns", drive_calls, args.turn_start, step_cost=args.reserve + 40)
+    turns["fractions"] = {}
+    results["turns"] = turns
+    # ... and 50% and 80% of it (100% is the search's own step).
+    if turns["sustainable"]:
+        for fraction in (0.5, 0.8):
+            if bench.budget.left() < args.reserve + 15:
+                break
+            turns["fractions"][str(fraction)] = await drive_calls(max(1, round(turns["sustainable"] * fraction)))
+
+    # Baseline (a): the bare server, same load generator, same traffic.
+    if bench.budget.left() > 45:
+        await create_topic(svc.settings.broker, BARE_TOPIC, svc.settings.partitions)
+        bare, bare_url = start_bare_server(svc.settings.broker, svc.log_path.with_name("bare.log"))
+        try:
+
+            async def drive_bare(rate: float) -> dict[str, Any]:
+                return await bench.loadgen(bare_url, "calls", rate, args.step_seconds, f"bare{int(rate)}", False)
+
+            bench.log("baseline: bare aiohttp + aiokafka server, step search")
+            results["bare_server"] = await bench.search("bare", drive_bare, args.bare_start, args.reserve - 30)
+            results["rss_bare_server"] = round((rss_mb(bare.pid) or (0.0, 0.0))[0], 1)
+        finally:
+            stop_process(bare)
+
+    # Worker fold rate over a backlog appended straight to the log; then the bare consumer over it.
+    if bench.budget.left() > 35:
+        calls = min(args.calls, int(max(0.0, bench.budget.left() - 30) * 40))
+        bench.log(f"fold rate: appending {calls} calls straight to the events topic")
+        results["fold"] = await fold_rate(bench, calls)
+        results["rss_after_fold"] = snapshot_rss(svc)
+        if calls < args.calls:
+            results.setdefault("notes", []).append(
+                f"fold phase: {calls} calls instead of the {args.calls} asked for, to fit the time budget"
+            )
+    results["bare_consumer"] = await bare_consumer(svc.settings.broker, svc.settings.topic("events"))
+    bench.log(f"bare consumer: {results['bare_consumer']}")
+
+    # Profile the edge and a worker at the sustainable turn rate.
+    if args.profile and bench.budget.left() > args.step_seconds + 25:
+        results["profile"] = await profile_run(bench, float(turns["sustainable"] or LADDER[0]))
+
+    # call.started: sustainable rate, then 50% and 80% of it, if time allows.
+    if bench.budget.left() > args.step_seconds + 40:
+
+        async def drive_starts(rate: float) -> dict[str, Any]:
+            result = await bench.loadgen(svc.base_url, "starts", rate, args.step_seconds, f"starts{int(rate)}")
+            await bench.settle()
+            return result
+
+        bench.log("call.started step search")
+        starts = await bench.search("starts", drive_starts, args.start_search_from, args.step_seconds + 40)
+        starts["fractions"] = {}
+        if starts["sustainable"]:
+            for fraction in (0.5, 0.8):
+                if bench.budget.left() < args.step_seconds + 30:
+                    break
+                starts["fractions"][str(fraction)] = await drive_starts(max(1, round(starts["sustainable"] * fraction)))
+        results["starts"] = starts
+
+    results["rss_end"] = snapshot_rss(svc)
+    results["calls_driven"] = bench.calls_driven
+    results["numbers_touched"] = min(bench.calls_driven, len(bench.accounts) * NUMBERS_PER_ACCOUNT)
+    results["loadavg_end"] = loadavg()
+
+
+async def fold_rate(bench: Bench, calls: int) -> dict[str, Any]:
+    """Append `calls` calls behind the worker's back and time its heartbeated fold position."""
+    progress = bench.progress
+    await bench.settle()
+    start_end = await progress.end()
+    start_folded = progress.folded()
+    samples: list[tuple[float, int, int]] = []
+
+    async def watch() -> None:
+        while True:
+            samples.append((time.monotonic(), progress.folded(), await progress.end()))
+            await asyncio.sleep(0.5)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        appended = await prefill(bench.service.settings, bench.accounts, calls, offset=bench.calls_driven)
+        bench.calls_driven += calls
+        bench.log(f"appended {appended}")
+        drained = await progress.wait_drained(max(5.0, bench.budget.left() - 30), slack=8)
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    # The fold rate while a backlog existed: from the first sample that saw progress to the last.
+    moving = [s for s in samples if s[1] > start_folded]
+    rate = None
+    if len(moving) >= 2:
+        (t0, f0, _), (t1, f1, _) = moving[0], moving[-1]
+        rate = round((f1 - f0) / max(t1 - t0, 1e-9), 1)
+    return {
+        "append": appended,
+        "records": (samples[-1][2] - start_end) if samples else None,
+        "drained_s": None if drained == float("inf") else round(drained, 1),
+        "max_lag": max((e - f for _, f, e in samples), default=0),
+        "lag_left": await progress.lag(),
+        "per_s": rate,
+    }
+
+
+async def profile_run(bench: Bench, rate: float) -> dict[str, Any]:
+    seconds = int(bench.args.step_seconds)
+    procs = bench.service.processes()
+    targets = {"edge": procs["edge (callscreen run)"], "worker": procs.get("worker", 0)}
+    out: dict[str, Any] = {"rate": rate, "seconds": seconds}
+    if profile.py_spy() is None:
+        out["error"] = "py-spy is not installed (.venv/bin/pip install py-spy)"
+        return out
+    files = {name: bench.service.data_dir.parent / f"pyspy-{name}.txt" for name in targets}
+    spies = {name: await profile.record(pid, seconds, files[name]) for name, pid in targets.items() if pid}
+    out["run"] = await bench.loadgen(bench.service.base_url, "calls", rate, seconds, f"profile{int(rate)}")
+    for spy in spies.values():
+        if spy is not None:
+            await profile.finish(spy, 20)
+    await bench.settle()
+    out["top"] = {name: profile.top_functions(path) for name, path in files.items()}
+    return out
+
+
+def log_summary(path: Path, keep: int = 8) -> dict[str, Any]:
+    """Warnings and errors the service logged during the run (its stderr), counted by message."""
+    counts: dict[str, int] = {}
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return {}
+    for line in lines:
+        if not any(word in line for word in ("WARNING", "ERROR", "Traceback", "CRITICAL", '"warning"', '"error"')):
+            continue
+        message = line[line.find("{") :] if "{" in line else line
+        with contextlib.suppress(ValueError, AttributeError):
+            record = json.loads(message)
+            text = record.get("msg", record.get("message", ""))
+            message = f"{record.get('role', '')} {record.get('level', '')} {record.get('logger', '')}: {text}"
+        message = re.sub(r"\d+(\.\d+)?", "N", message)[:200]
+        counts[message] = counts.get(message, 0) + 1
+    top = sorted(counts.items(), key=lambda kv: -kv[1])[:keep]
+    return {"lines": len(lines), "flagged": sum(counts.values()), "top": top}
+
+
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {"cores": os.cpu_count(), "python": platform.python_version(), "kernel": platform.release()}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                info["memory_gb"] = round(int(line.split()[1]) / 1024 / 1024, 1)
+    with contextlib.suppress(subprocess.CalledProcessError, FileNotFoundError):
+        info["commit"] = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    return info
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
+    parser.add_argument("--accounts", type=int, default=800, help="guard accounts, 25 protected numbers each")
+    parser.add_argument("--calls", type=int, default=2000, help="calls appended for the fold-rate/memory phase")
+    parser.add_argument("--start-rate", type=float, default=200.0, help="scenario (a): call.started per second")
+    parser.add_argument("--start-seconds", type=float, default=20.0, help="scenario (a): seconds of arrivals")
+    parser.add_argument("--step-seconds", type=float, default=6.0, help="seconds of arrivals per search step")
+    parser.add_argument("--turn-start", type=float, default=100, choices=LADDER, help="first rate of the turn search")
+    parser.add_argument("--bare-start", type=float, default=500, choices=LADDER, help="first rate of the bare search")
+    parser.add_argument("--start-search-from", type=float, default=100, choices=LADDER)
+    parser.add_argument("--close-rate", type=float, default=300.0, help="call.ended/s that close leftover calls")
+    parser.add_argument("--budget", type=float, default=285.0, help="seconds for the whole run")
+    parser.add_argument(
+        "--reserve", type=float, default=90.0, help="seconds the searches leave for the baselines and fold phase"
+    )
+    parser.add_argument("--profile", action="store_true", help="py-spy the edge and the worker on turn traffic")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    parser.add_argument("--json", type=Path, default=None, help="also write the raw results here")
+    return parser.parse_args(argv)
+
+
+async def main_async(args: argparse.Namespace, budget: Budget, data_dir: Path) -> dict[str, Any]:
+    results: dict[str, Any] = {"machine": machine(), "args": {k: str(v) for k, v in vars(args).items()}}
+    results["date"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    service = await asyncio.to_thread(start_service, data_dir)
+    bench: Bench | None = None
+    try:
+        results["startup_s"] = round(budget.elapsed(), 1)
+        accounts = await create_accounts(service, args.accounts)
+        print(f"[{budget.elapsed():6.1f}s] service up on {service.base_url}; {len(accounts)} accounts", file=sys.stderr)
+        progress = Progress(service.settings)
+        await progress.start()
+        bench = Bench(args, budget, service, accounts, progress, results)
+        results["rss_start"] = snapshot_rss(service)
+        try:
+            await phases(bench)
+        finally:
+            await progress.stop()
+    finally:
+        if bench is not None:
+            for child in bench.children:
+                if child.returncode is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(child.pid, 9)
+        await asyncio.to_thread(service.stop)
+        results["service_log"] = log_summary(service.log_path)
+    results["elapsed_s"] = round(budget.elapsed(), 1)
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    budget = Budget(args.budget)
+    with tempfile.TemporaryDirectory(prefix="callscreen-bench-") as tmp:
+        results = asyncio.run(main_async(args, budget, Path(tmp) / "service"))
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=2, default=str))
+        command = "python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:])
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(report.render(results, command.strip()))
+    print(f"wrote {args.out} in {results['elapsed_s']}s", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

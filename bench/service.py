@@ -1,0 +1,222 @@
+"""The real service under test: `callscreen run` in a temp data dir, its accounts, progress and memory."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from bench.traffic import BenchAccount, numbers_for
+from callscreen.admin import Admin
+from callscreen.broker import BROKER_FILE, free_port
+from callscreen.kafka import make_consumer
+from callscreen.settings import Settings, load_settings
+
+READY_PREFIX = "callscreen ready on "
+START_TIMEOUT_S = 120.0
+
+
+@dataclass
+class Service:
+    """A running `callscreen run`: the edge lives in this process; workers and alerting are its children."""
+
+    process: subprocess.Popen[str]
+    base_url: str
+    settings: Settings
+    data_dir: Path
+    broker_pid: int
+    log_path: Path
+
+    def processes(self) -> dict[str, int]:
+        """Role name -> pid, for every process of the service (the broker is Tansu, not Python)."""
+        found = {"edge (callscreen run)": self.process.pid, "broker (tansu)": self.broker_pid}
+        for pid in children_of(self.process.pid):
+            cmdline = read_cmdline(pid)
+            if "--role" in cmdline:
+                role = cmdline[cmdline.index("--role") + 1]
+                found[f"{role} (pid {pid})" if role in found else role] = pid
+        return found
+
+    def stop(self) -> None:
+        stop_process(self.process, grace_s=15.0)
+        # The broker runs in its own session; `run` stops it on SIGTERM, this is the fallback.
+        if any("tansu" in part for part in read_cmdline(self.broker_pid)):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.broker_pid, signal.SIGKILL)
+
+
+def stop_process(process: subprocess.Popen[Any], grace_s: float = 10.0) -> None:
+    """SIGTERM the leader (it stops its own children), wait, then SIGKILL whatever is left of its
+    process group; the process was started in its own session so the group is exactly its own."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=grace_s)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=5)
+
+
+def start_service(data_dir: Path, *extra: str) -> Service:
+    """Start `callscreen run` with the embedded broker and return once it printed its ready line."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log_path = data_dir.parent / f"{data_dir.name}.log"
+    command = [sys.executable, "-m", "callscreen.cli", "run", "--port", str(port), "--data-dir", str(data_dir), *extra]
+    env = {**os.environ, "CALLSCREEN_LOG_LEVEL": "WARNING"}
+    with open(log_path, "a") as log:
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=log, text=True, env=env, start_new_session=True
+        )
+    try:
+        assert process.stdout is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        line = ""
+        while time.monotonic() < deadline:
+            line = process.stdout.readline()
+            if not line:
+                raise RuntimeError(f"callscreen run exited early ({process.wait()}); see {log_path}")
+            if line.startswith(READY_PREFIX):
+                break
+        else:
+            raise TimeoutError("callscreen run did not get ready")
+        record = json.loads((data_dir / BROKER_FILE).read_text())
+        settings = load_settings().with_overrides(broker=record["broker"], embedded_broker=True, data_dir=str(data_dir))
+        return Service(process, line[len(READY_PREFIX) :].strip(), settings, data_dir, int(record["pid"]), log_path)
+    except BaseException:
+        stop_process(process)
+        raise
+
+
+async def create_accounts(service: Service, count: int) -> list[BenchAccount]:
+    """`count` guard-plan accounts (live monitor on), each with its own 25 protected numbers, once the
+    edge accepts the last key (the admin path appends to the accounts topic; the edge folds it)."""
+    accounts: list[BenchAccount] = []
+    async with Admin(service.settings) as admin:
+        for i in range(count):
+            created = await admin.account_create("guard", f"bench-{i}")
+            accounts.append(BenchAccount(created["account_id"], created["key"], numbers_for(i)))
+    async with aiohttp.ClientSession() as http:
+        deadline = time.monotonic() + 30.0
+        for account in (accounts[0], accounts[-1]):
+            while True:
+                headers = {"Authorization": f"Bearer {account.key}"}
+                async with http.get(f"{service.base_url}/v1/account", headers=headers) as response:
+                    if response.status == 200:
+                        break
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the edge did not accept the bench accounts' keys")
+                await asyncio.sleep(0.05)
+    return accounts
+
+
+@dataclass
+class Progress:
+    """The workers' fold positions on the events topic (from their heartbeats) against its end offsets."""
+
+    settings: Settings
+    consumer: AIOKafkaConsumer | None = None
+    beats: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        consumer = self.consumer = make_consumer(self.settings, fetch_max_wait_ms=50)
+        await consumer.start()
+        topic = self.settings.topic("status")
+        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        consumer.assign(parts)
+        await consumer.seek_to_beginning(*parts)
+        self._task = asyncio.create_task(self._follow(consumer))
+
+    async def _follow(self, consumer: AIOKafkaConsumer) -> None:
+        while True:
+            for messages in (await consumer.getmany(timeout_ms=200)).values():
+                for message in messages:
+                    beat = orjson.loads(message.value)
+                    if beat.get("kind") == "worker.heartbeat":
+                        self.beats[str(beat["worker"])] = beat
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self.consumer is not None:
+            await self.consumer.stop()
+
+    def folded(self) -> int:
+        """Records of the events topic folded so far, summed over partitions (latest heartbeat wins)."""
+        best: dict[str, int] = {}
+        for beat in self.beats.values():
+            if time.time() - float(beat.get("sent_at", 0)) > 5.0:
+                continue
+            for part, (done, _) in beat.get("replay", {}).get("events", {}).items():
+                best[part] = max(best.get(part, 0), int(done))
+        return sum(best.values())
+
+    async def end(self) -> int:
+        assert self.consumer is not None
+        topic = self.settings.topic("events")
+        parts = [TopicPartition(topic, p) for p in range(self.settings.partitions)]
+        return int(sum((await self.consumer.end_offsets(parts)).values()))
+
+    async def lag(self) -> int:
+        return max(0, await self.end() - self.folded())
+
+    async def wait_drained(self, timeout_s: float, slack: int = 0) -> float:
+        """Seconds until the folded position reaches the end offsets seen now (or the time-out)."""
+        started = time.monotonic()
+        # Heartbeats are once a second: let one arrive after the last write.
+        await asyncio.sleep(1.2)
+        while time.monotonic() - started < timeout_s:
+            if await self.end() - self.folded() <= slack:
+                return time.monotonic() - started
+            await asyncio.sleep(0.25)
+        return float("inf")
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            stat = (entry / "stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def read_cmdline(pid: int) -> list[str]:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def rss_mb(pid: int) -> tuple[float, float] | None:
+    """(VmRSS, VmHWM) in MB from /proc/<pid>/status, or None when the process is gone."""
+    try:
+        status = (Path("/proc") / str(pid) / "status").read_text()
+    except OSError:
+        return None
+    values = {}
+    for line in status.splitlines():
+        name, _, rest = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            values[name] = int(rest.split()[0]) / 1024.0
+    return values.get("VmRSS", 0.0), values.get("VmHWM", 0.0)
