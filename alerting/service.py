@@ -21,9 +21,11 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from alerting.delivery import deliver, tls_context
+from alerting.metrics import AlertingMetrics, outcome_label
 from callscreen.accounts import Account, AccountsView, apply
 from callscreen.follow import TopicFollower
 from callscreen.kafka import make_consumer, make_producer
+from callscreen.metrics import record_lag, serve
 from callscreen.settings import Settings
 from callscreen.times import now_ms, parse_ms
 
@@ -58,6 +60,7 @@ class Alerting:
         self.slots = asyncio.Semaphore(settings.webhook_concurrency)
         self.tasks: set[asyncio.Task[None]] = set()
         self.consumer: AIOKafkaConsumer | None = None
+        self.metrics = AlertingMetrics()
 
     def _fold_delivery(self, record: dict[str, Any]) -> None:
         self.handled.add(str(record.get("alert_id")))
@@ -110,6 +113,7 @@ class Alerting:
         base = {"alert_id": alert_id, "account_id": alert["account_id"]}
         if account is None or not account.alert_webhook_url:
             await self._record({**base, "kind": "delivery.skipped", "reason": "no_webhook_url"})
+            self.metrics.deliveries.labels("skipped").inc()
             return
         await self._record({**base, "kind": "delivery.attempt"})
         await self.slots.acquire()
@@ -128,6 +132,8 @@ class Alerting:
                 self.settings.webhook_timeout_s,
                 self.settings.webhook_allow_private,
             )
+            self.metrics.deliveries.labels(outcome_label(outcome.delivered, outcome.status, outcome.error)).inc()
+            self.metrics.delivery_seconds.observe(outcome.duration_ms / 1000)
             log.info(
                 "delivery",
                 extra={
@@ -157,11 +163,12 @@ class Alerting:
         while not stop.is_set():
             positions = {}
             if self.consumer is not None:
-                positions = {str(tp.partition): await self.consumer.position(tp) for tp in self.consumer.assignment()}
+                positions = {tp: await self.consumer.position(tp) for tp in self.consumer.assignment()}
+                await record_lag(self.metrics.lag, "alerting", self.consumer, positions)
             record = {
                 "kind": "alerting.heartbeat",
                 "instance": self.instance,
-                "positions": positions,
+                "positions": {str(tp.partition): offset for tp, offset in positions.items()},
                 "sent_at": time.time(),
             }
             try:
@@ -178,4 +185,6 @@ async def run_alerting(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await Alerting(settings).run(stop)
+    alerting = Alerting(settings)
+    serve(settings, alerting.metrics.registry)
+    await alerting.run(stop)

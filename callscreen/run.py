@@ -27,7 +27,8 @@ STOP_GRACE_S = 6.0
 
 def start_child(settings: Settings, role: str, index: int = 0) -> subprocess.Popen[bytes]:
     """A worker or the alerting role as its own process, with the same settings."""
-    env = {**os.environ, **to_env(settings.with_overrides(worker_index=index, role=role))}
+    port = settings.metrics_port and settings.metrics_port + (index if role == "worker" else settings.workers)
+    env = {**os.environ, **to_env(settings.with_overrides(worker_index=index, role=role, metrics_port=port))}
     command = [sys.executable, "-m", "callscreen.cli", "run", "--role", role, "--data-dir", settings.data_dir]
     # The ready line and the demo key own stdout; a child's console output goes to stderr.
     return subprocess.Popen(command, env=env, stdout=sys.stderr)

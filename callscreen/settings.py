@@ -32,6 +32,9 @@ class Settings:
     workers: int = 1
     worker_index: int = 0
     role: str = "all"
+    # Prometheus port of a worker or alerting process (0: none). Under `callscreen run` worker N takes
+    # metrics_port + N and the alerting role metrics_port + workers; the edge serves /metrics on `port`.
+    metrics_port: int = 0
     # Answer path.
     answer_deadline_s: float = 2.0
     # The broker holds an empty fetch this long: short on the answer path, longer for followers.

@@ -46,7 +46,7 @@ def register(rt: Runtime) -> None:
 
     @app.agent(events, concurrency=1)
     async def fold_events(stream: Any) -> None:
-        async for event in stream.events():
+        async for event in rt.folds(stream, "events"):
             record = orjson.loads(event.value)
             replay = rt.folded("events", event)
             if replay:

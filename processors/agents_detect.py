@@ -24,7 +24,7 @@ def register(rt: Runtime) -> None:
 
     @rt.app.agent(rt.topic("decisions"), concurrency=1)
     async def detect(stream: Any) -> None:
-        async for event in stream.events():
+        async for event in rt.folds(stream, "decisions"):
             fact = orjson.loads(event.value)
             replay = rt.folded("decisions", event)
             if fact.get("kind") not in ("call.decided", "call.settled"):

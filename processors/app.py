@@ -17,6 +17,8 @@ import orjson
 from callscreen.control import SOURCE_TOPICS, Generation, latest
 from callscreen.follow import TopicFollower
 from callscreen.kafka import SINGLE_RECORD_BATCH_BYTES, make_consumer
+from callscreen.metrics import record_lag
+from callscreen.metrics import serve as serve_metrics
 from callscreen.settings import Settings
 from processors import agents_alerts, agents_calls, agents_detect, queries
 from processors.detectors import rules_from
@@ -72,13 +74,14 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
     agents_alerts.register(rt)
     register_queries(rt)
     register_housekeeping(rt)
+    serve_metrics(settings, rt.metrics.registry)
     return app
 
 
 def register_queries(rt: Runtime) -> None:
     @rt.app.agent(rt.topic("queries"), concurrency=1)
     async def answer_queries(stream: Any) -> None:
-        async for event in stream.events():
+        async for event in rt.folds(stream, "queries"):
             question = orjson.loads(event.value)
             if rt.folded("queries", event):
                 continue
@@ -116,19 +119,30 @@ def register_housekeeping(rt: Runtime) -> None:
     async def follow_control() -> None:
         await control.start()
 
+    async def observe(replay: dict[str, dict[str, list[int]]], positions: dict[Any, int]) -> None:
+        """Metrics of the heartbeat's moment: replay left per topic, and the lag of every consumer."""
+        rt.metrics.generation.set(rt.generation.number)
+        for name, parts in replay.items():
+            rt.metrics.replay_remaining.labels(name).set(sum(max(0, t - d) for d, t in parts.values()))
+        if mirror.consumer is not None:
+            await record_lag(rt.metrics.lag, "worker", mirror.consumer, positions)
+            await record_lag(rt.metrics.lag, "mirror", mirror.consumer, dict(mirror.positions))
+
     @app.timer(1.0, on_leader=False)
     async def heartbeat() -> None:
         assignment = app.consumer.assignment() if app.consumer else set()
         held: dict[str, set[int]] = {}
         replay: dict[str, dict[str, list[int]]] = {}
+        positions: dict[Any, int] = {}
         for tp in assignment:
             name = tp.topic.removeprefix(settings.topic_prefix + ".")
+            positions[tp] = done = await rt.folded_upto(name, tp)
             if name not in SOURCE_TOPICS:
                 continue
             held.setdefault(name, set()).add(tp.partition)
-            done = await rt.folded_upto(name, tp)
             target = rt.generation.targets.get(name, {}).get(str(tp.partition), 0)
             replay.setdefault(name, {})[str(tp.partition)] = [done, target]
+        await observe(replay, positions)
         tables: Any = app.tables
         caught_up = all(d >= t for parts in replay.values() for d, t in parts.values())
         ready = (

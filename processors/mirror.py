@@ -39,6 +39,7 @@ class FactMirror:
         self.caught_up = caught_up
         self.positions: dict[TopicPartition, int] = {}
         self.moved = asyncio.Condition()
+        self.consumer: AIOKafkaConsumer | None = None
         self.targets = {
             TopicPartition(settings.topic(name), int(p)): offset
             for name in ("decisions", "deliveries")
@@ -48,19 +49,20 @@ class FactMirror:
 
     async def run(self) -> None:
         # The answer path may wait on this consumer (`level`), so it polls like one.
-        self.consumer = self.make_consumer(self.settings, fetch_max_wait_ms=self.settings.fetch_max_wait_ms)
-        await self.consumer.start()
+        consumer = self.make_consumer(self.settings, fetch_max_wait_ms=self.settings.fetch_max_wait_ms)
+        await consumer.start()
+        self.consumer = consumer
         try:
             partitions = [TopicPartition(t, p) for t in self.topics for p in range(self.settings.partitions)]
-            self.consumer.assign(partitions)
+            consumer.assign(partitions)
             positions = self.positions = {
                 tp: int(self.view.store.get(f"off|{tp.topic}|{tp.partition}") or 0) for tp in partitions
             }
             for tp, offset in positions.items():
-                self.consumer.seek(tp, offset)
+                consumer.seek(tp, offset)
             self._check(positions)
             while True:
-                batches = await self.consumer.getmany(timeout_ms=1000)
+                batches = await consumer.getmany(timeout_ms=1000)
                 for tp, messages in batches.items():
                     for message in messages:
                         self.apply(orjson.loads(message.value))
@@ -70,11 +72,14 @@ class FactMirror:
                 async with self.moved:
                     self.moved.notify_all()
         finally:
-            await self.consumer.stop()
+            await consumer.stop()
 
     async def level(self) -> None:
         """Wait until the view holds every fact appended before this call: another worker's decisions are
         then visible to the next event, as they are when one worker holds every partition."""
+        if self.consumer is None:
+            await self.caught_up.wait()
+            assert self.consumer is not None
         ends = await self.consumer.end_offsets(list(self.positions))
         try:
             async with asyncio.timeout(self.settings.answer_deadline_s), self.moved:

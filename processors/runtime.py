@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,7 @@ from callscreen.settings import Settings
 from processors.detectors import DetectorRules
 from processors.features import FeatureView
 from processors.live import LiveThresholds
+from processors.metrics import WorkerMetrics
 from processors.policy import Policy
 
 
@@ -61,6 +63,7 @@ class Runtime:
     # Next offset to fold per (topic short name, partition): the progress a heartbeat reports.
     progress: dict[tuple[str, int], int] = field(default_factory=dict)
     mirror_caught_up: asyncio.Event = field(default_factory=asyncio.Event)
+    metrics: WorkerMetrics = field(default_factory=WorkerMetrics)
     # Waits until the feature view holds every fact in the log (the facts mirror's barrier).
     level_facts: Callable[[], Awaitable[None]] | None = None
 
@@ -69,6 +72,14 @@ class Runtime:
         topic = self.settings.topic("events")
         held = {tp.partition for tp in self.app.consumer.assignment() if tp.topic == topic}
         return len(held) == self.settings.partitions
+
+    async def folds(self, stream: Any, name: str) -> AsyncIterator[Any]:
+        """The stream's events, each fold timed from its arrival until the agent asks for the next."""
+        histogram = self.metrics.fold_seconds.labels(name)
+        async for event in stream.events():
+            started = time.perf_counter()
+            yield event
+            histogram.observe(time.perf_counter() - started)
 
     def folded(self, name: str, event: EventT[Any]) -> bool:
         """Note an event as folded; True when it is a replay (below the generation's targets)."""

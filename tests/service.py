@@ -70,7 +70,9 @@ def start_service(data_dir: Path, broker: str = "", *extra: str, env: dict[str, 
         broker_url, embedded = broker, os.environ.get("CALLSCREEN_EMBEDDED_BROKER") == "1"
     else:
         broker_url, embedded = json.loads((data_dir / BROKER_FILE).read_text())["broker"], True
-    settings = load_settings().with_overrides(broker=broker_url, embedded_broker=embedded, data_dir=str(data_dir))
+    settings = load_settings({**os.environ, **(env or {})}).with_overrides(
+        broker=broker_url, embedded_broker=embedded, data_dir=str(data_dir)
+    )
     return RunningService(process, base_url, settings, data_dir, lines)
 
 

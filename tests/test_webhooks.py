@@ -21,8 +21,10 @@ import orjson
 import pytest
 import trustme
 from aiohttp import web
+from prometheus_client.parser import text_string_to_metric_families
 
 from callscreen.admin import Admin
+from callscreen.broker import free_port
 from callscreen.times import format_ms, now_ms
 from tests.service import AccountKeys, RunningService, create_account, start_service
 from tests.topics import read_topic
@@ -70,7 +72,12 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> tuple[trustme.CA, 
 def hook_service(
     tmp_path_factory: pytest.TempPathFactory, certificates: tuple[trustme.CA, Path]
 ) -> Iterator[RunningService]:
-    env = {"CALLSCREEN_WEBHOOK_CA_FILE": str(certificates[1]), "CALLSCREEN_WEBHOOK_ALLOW_PRIVATE": "1"}
+    env = {
+        "CALLSCREEN_WEBHOOK_CA_FILE": str(certificates[1]),
+        "CALLSCREEN_WEBHOOK_ALLOW_PRIVATE": "1",
+        # The worker exports on this port, the alerting role on the next.
+        "CALLSCREEN_METRICS_PORT": str(free_port()),
+    }
     running = start_service(tmp_path_factory.mktemp("hooks") / "data", env=env)
     yield running
     running.stop()
@@ -282,3 +289,48 @@ async def test_patch_refuses_plain_http(hook_service: RunningService, http: aioh
         f"{hook_service.base_url}/v1/account", json={"alert_webhook_url": "http://127.0.0.1/x"}, headers=account.headers
     ) as r:
         assert (r.status, await r.json()) == (400, {"error": "invalid_webhook_url", "reason": "not_https"})
+
+
+async def scrape(http: aiohttp.ClientSession, port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample a process exports, by name and labels."""
+    async with http.get(f"http://127.0.0.1:{port}/metrics") as r:
+        assert r.status == 200
+        text = await r.text()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+async def test_worker_and_alerting_export_lag_folds_and_deliveries(
+    hook_service: RunningService, receiver: Receiver, http: aiohttp.ClientSession
+) -> None:
+    worker_port = hook_service.settings.metrics_port
+    alerting_port = worker_port + 1
+    delivered = ("callscreen_deliveries_total", (("outcome", "delivered"),))
+    before = (await scrape(http, alerting_port)).get(delivered, 0.0)
+    account = await create_account(hook_service.settings, http, hook_service.base_url)
+    await use_hook(http, hook_service, account, f"{receiver.url}/ok/{account.account_id}")
+    await raise_rate_alert(http, hook_service, account, "+447911300006")
+
+    async def counted() -> bool:
+        return (await scrape(http, alerting_port)).get(delivered, 0.0) == before + 1
+
+    await until(counted, 10)
+
+    async def caught_up() -> bool:
+        samples = await scrape(http, worker_port)
+        lags = {labels: v for (name, labels), v in samples.items() if name == "callscreen_consumer_lag"}
+        events = [v for labels, v in lags.items() if ("topic", hook_service.settings.topic("events")) in labels]
+        mirrored = [v for labels, v in lags.items() if ("consumer", "mirror") in labels]
+        return len(events) == hook_service.settings.partitions and not any(events) and len(mirrored) > 0
+
+    await until(caught_up, 10)
+    worker = await scrape(http, worker_port)
+    assert worker[("callscreen_fold_seconds_count", (("topic", "events"),))] >= 6
+    assert worker[("callscreen_generation", ())] == 0
+    alerting = await scrape(http, alerting_port)
+    assert alerting[("callscreen_delivery_seconds_count", ())] >= 1
+    alerts_lag = (("consumer", "alerting"), ("partition", "0"), ("topic", hook_service.settings.topic("alerts")))
+    assert ("callscreen_consumer_lag", alerts_lag) in alerting

@@ -1,0 +1,40 @@
+"""The alerting role's Prometheus instruments: deliveries by outcome, their duration, consumer lag."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from callscreen.metrics import lag_gauge
+
+DELIVERY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 10.0)
+
+
+@dataclass
+class AlertingMetrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        self.deliveries = Counter(
+            "callscreen_deliveries_total",
+            "Alerts handled, by outcome: delivered, an error (status, timeout, connection, tls, "
+            "private_address) or skipped (no webhook URL).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.delivery_seconds = Histogram(
+            "callscreen_delivery_seconds",
+            "Webhook POST duration, whatever the outcome.",
+            buckets=DELIVERY_BUCKETS,
+            registry=self.registry,
+        )
+        self.lag = lag_gauge(self.registry)
+
+
+def outcome_label(delivered: bool, status: int | None, error: str | None) -> str:
+    if delivered:
+        return "delivered"
+    if error:
+        return error
+    return f"status_{status}" if status is not None else "failed"

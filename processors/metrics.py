@@ -1,0 +1,35 @@
+"""A worker's Prometheus instruments: fold latency, consumer lag, replay (rebuild) progress."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Gauge, Histogram
+
+from callscreen.metrics import lag_gauge
+
+FOLD_BUCKETS = (0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5)
+
+
+@dataclass
+class WorkerMetrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        self.fold_seconds = Histogram(
+            "callscreen_fold_seconds",
+            "Time to fold one record (table writes, facts, answer), by source topic.",
+            ["topic"],
+            buckets=FOLD_BUCKETS,
+            registry=self.registry,
+        )
+        self.lag = lag_gauge(self.registry)
+        self.replay_remaining = Gauge(
+            "callscreen_replay_remaining_records",
+            "Records of a rebuild's replay this worker has still to fold, by topic.",
+            ["topic"],
+            registry=self.registry,
+        )
+        self.generation = Gauge(
+            "callscreen_generation", "The generation of derived state this worker folds.", registry=self.registry
+        )
