@@ -21,15 +21,16 @@ def run_row(result: dict[str, Any], label: str = "") -> str:
     name = label or f"{result['rate']:g}"
     errors = f"{s['errors']} ({statuses})" if statuses else str(s["errors"])
     return (
-        f"| {name} | {result['throughput_ok_per_s']:g} | {ms(s['p50_ms'])} | "
+        f"| {name} | {result['offered']} / {s['count']} | {result['throughput_ok_per_s']:g} | {ms(s['p50_ms'])} | "
         f"{ms(s['p99_ms'])} | {ms(s['p999_ms'])} | {ms(s['max_ms'])} | {errors} "
         f"| {'—' if lag is None else lag} |"
     )
 
 
 RUN_HEADER = (
-    "| offered /s | answered 2xx /s | p50 ms | p99 ms | p99.9 ms | max ms | non-2xx / failed | max worker lag |\n"
-    "|---:|---:|---:|---:|---:|---:|---|---:|"
+    "| offered /s | requests offered / measured | 2xx /s | p50 ms | p99 ms | p99.9 ms | max ms | non-2xx / failed "
+    "| max worker lag |\n"
+    "|---:|---:|---:|---:|---:|---:|---:|---|---:|"
 )
 
 
@@ -96,6 +97,14 @@ def render(r: dict[str, Any], command: str) -> str:
         f"{r.get('startup_s')} s",
         f"- load average at start / end: {r.get('loadavg_start')} / {r.get('loadavg_end')}"
         " (other work on the machine, such as a test suite, shows up here and makes the run noisy)",
+        *(
+            [
+                f"- **the machine was overloaded during this run** (load average {r.get('loadavg_end')} on "
+                f"{m.get('cores')} cores): other jobs competed for the CPU, so every figure below is pessimistic"
+            ]
+            if float(str(r.get("loadavg_end", "0")).split()[0]) > (m.get("cores") or 1)
+            else []
+        ),
         f"- {r['args'].get('accounts')} guard-plan accounts (live monitor on), 25 protected numbers each; "
         f"{r.get('calls_driven', '?')} calls driven in all, touching {r.get('numbers_touched', '?')} numbers",
         "",
@@ -109,7 +118,8 @@ def render(r: dict[str, Any], command: str) -> str:
         "  coordinated omission). Events of one call are chained (an event leaves at its intended time or when",
         "  the call's previous event was answered, whichever is later) and the wait counts in its latency.",
         "  The first 20% of each run (at most 1 s) is warm-up and not counted. Requests not answered within",
-        "  the run's drain time are errors and count as infinitely slow in the percentiles.",
+        "  the run's drain time are errors and count as infinitely slow in the percentiles, and so are the",
+        "  turns and end of a call whose `call.started` failed (they are not sent: they could only be 404s).",
         "- Traffic: `call.started`, 10–40 turns (`turn.started`/`turn.ended`, roles alternating, `at` increasing",
         "  on a plausible timeline), `call.ended`; calls spread round-robin over every account and number so",
         "  no account nears its 1,200 events/min limit. Calls still open when a run ends are closed afterwards,",
@@ -207,6 +217,18 @@ def render(r: dict[str, Any], command: str) -> str:
     prof = r.get("profile")
     if prof:
         out += profile_section(prof)
+    log = r.get("service_log") or {}
+    if log.get("top"):
+        out += [
+            "## Service log during the run",
+            "",
+            f"{log.get('flagged')} warning/error lines of {log.get('lines')} (numbers folded to N):",
+            "",
+            "| count | message |",
+            "|---:|---|",
+            *[f"| {n} | `{msg}` |" for msg, n in log["top"]],
+            "",
+        ]
     notes = r.get("notes") or []
     if notes:
         out += ["## Notes from this run", "", *[f"- {n}" for n in notes], ""]

@@ -387,6 +387,8 @@ def log_summary(path: Path, keep: int = 8) -> dict[str, Any]:
             record = json.loads(message)
             text = record.get("msg", record.get("message", ""))
             message = f"{record.get('role', '')} {record.get('level', '')} {record.get('logger', '')}: {text}"
+            if record.get("error"):
+                message += f" ({record['error']})"
         message = re.sub(r"\d+(\.\d+)?", "N", message)[:200]
         counts[message] = counts.get(message, 0) + 1
     top = sorted(counts.items(), key=lambda kv: -kv[1])[:keep]
@@ -428,7 +430,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--profile", action="store_true", help="py-spy the edge and the worker on turn traffic")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
-    parser.add_argument("--json", type=Path, default=None, help="also write the raw results here")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "callscreen-bench.json",
+        help="also write the raw results here",
+    )
     return parser.parse_args(argv)
 
 
