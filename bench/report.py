@@ -74,7 +74,7 @@ def ratio(a: Any, b: Any) -> float | None:
     return float(a) / float(b)
 
 
-def verdict(ok: bool | None) -> str:
+def verdict(ok: Any) -> str:
     return "n/a" if ok is None else ("met" if ok else "**missed**")
 
 
@@ -198,12 +198,12 @@ def render(r: dict[str, Any], command: str) -> str:
         "",
         "| target | measured | verdict |",
         "|---|---|---|",
-        f"| `call.started` p50 ≤ 5 ms at 200/s | {ms(p50)} ms | {verdict(None if p50 is None else p50 <= 5)} |",
-        f"| `call.started` p99 ≤ 20 ms at 200/s | {ms(p99)} ms | {verdict(None if p99 is None else p99 <= 20)} |",
+        f"| `call.started` p50 ≤ 5 ms at 200/s | {ms(p50)} ms | {verdict(fixed and p50 is not None and p50 <= 5)} |",
+        f"| `call.started` p99 ≤ 20 ms at 200/s | {ms(p99)} ms | {verdict(fixed and p99 is not None and p99 <= 20)} |",
         f"| turns sustainable ≥ 1,500 ev/s with p99 ≤ 50 ms | {turn_best or '< lowest step'} ev/s "
         f"| {verdict((turn_best or 0) >= 1500)} |",
         f"| edge ≥ 0.5× bare floor | {fmt_ratio(edge_ratio)} ({turn_best} vs {bare_best} ev/s sustainable) | "
-        f"{verdict(None if edge_ratio is None else edge_ratio >= 0.5)} |",
+        f"{verdict(None if not bare_best else (edge_ratio or 0.0) >= 0.5)} |",
         f"| worker folds ≥ 0.3× bare consumer | {fmt_ratio(fold_ratio)} ({fold.get('per_s')} vs "
         f"{consumer.get('per_s')} records/s) | {verdict(None if fold_ratio is None else fold_ratio >= 0.3)} |",
         f"| RSS ≤ 400 MB per worker | {ms(worker_rss)} MB "
