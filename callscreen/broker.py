@@ -70,6 +70,9 @@ class EmbeddedBroker:
         record = {"broker": self.url, "pid": self.process.pid}
         (self.data_dir / BROKER_FILE).write_text(json.dumps(record))
 
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
     def stop(self) -> None:
         (self.data_dir / BROKER_FILE).unlink(missing_ok=True)
         if self.process is None or self.process.poll() is not None:

@@ -8,13 +8,14 @@ side effects (no facts, alerts, replies or ticks are appended again).
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from aiokafka import TopicPartition
 
-from callscreen.kafka import make_consumer, read_all
+from callscreen.kafka import make_consumer, make_producer, read_all
 from callscreen.settings import Settings
 
 SOURCE_TOPICS = ("events", "decisions", "alerts", "billing", "deliveries")
@@ -42,6 +43,26 @@ def latest(records: list[dict[str, Any]]) -> Generation:
 
 async def read_records(settings: Settings, topic: str) -> list[dict[str, Any]]:
     return [orjson.loads(record.value) for record in await read_all(settings, topic)]
+
+
+async def log_identity(settings: Settings) -> str:
+    """The id of the log itself: the first `log.created` record on the control topic, appended if none.
+
+    A broker that restarted empty (the memory-only embedded one) has a new id, so tables folded
+    from the old log are known to be stale. Two processes racing here both settle on the first record.
+    """
+    topic = settings.topic("control")
+    found = [r for r in await read_records(settings, topic) if r.get("kind") == "log.created"]
+    if not found:
+        producer = make_producer(settings)
+        await producer.start()
+        try:
+            record = {"kind": "log.created", "log_id": uuid.uuid4().hex}
+            await producer.send_and_wait(topic, orjson.dumps(record), key=b"log")
+        finally:
+            await producer.stop()
+        found = [r for r in await read_records(settings, topic) if r.get("kind") == "log.created"]
+    return str(found[0]["log_id"])
 
 
 async def current_generation(settings: Settings) -> Generation:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -41,10 +40,18 @@ def start_children(settings: Settings) -> list[tuple[str, int, subprocess.Popen[
 
 
 async def supervise(
-    settings: Settings, children: list[tuple[str, int, subprocess.Popen[bytes]]], stop: asyncio.Event
+    settings: Settings,
+    children: list[tuple[str, int, subprocess.Popen[bytes]]],
+    stop: asyncio.Event,
+    broker: EmbeddedBroker | None,
 ) -> None:
     """Restart a child that died; the log and its committed offsets let it resume where it was."""
     while not stop.is_set():
+        if broker is not None and not broker.alive():
+            # Its topics died with it: every table here is now ahead of a log that no longer exists.
+            log.error("the embedded broker stopped and its topics are gone; stopping rather than serve stale state")
+            stop.set()
+            return
         for position, (role, index, process) in enumerate(children):
             if process.poll() is not None:
                 log.warning(
@@ -115,10 +122,8 @@ def run(settings: Settings, demo: bool = False) -> int:
     data_dir = Path(settings.data_dir)
     broker = None
     if not settings.broker:
+        # Memory-only: it starts empty, and each worker then sees its tables belong to another log.
         broker = EmbeddedBroker(data_dir, settings.host if settings.host.startswith("127.") else "127.0.0.1")
-        for stale in data_dir.glob("worker-*"):
-            # The embedded broker is memory-only and starts empty: tables derived from an earlier one are stale.
-            shutil.rmtree(stale)
         broker.start()
         settings = settings.with_overrides(broker=broker.url, embedded_broker=True)
         print(
@@ -128,26 +133,31 @@ def run(settings: Settings, demo: bool = False) -> int:
             flush=True,
         )
     children: list[tuple[str, int, subprocess.Popen[bytes]]] = []
+    lost = False
     try:
         asyncio.run(ensure_topics(settings))
         if settings.role == "all":
             children = start_children(settings)
-        asyncio.run(_serve_until_signal(settings, demo, children))
+        asyncio.run(_serve_until_signal(settings, demo, children, broker))
     finally:
         stop_processes(children)
         if broker is not None:
+            lost = not broker.alive()
             broker.stop()
-    return 0
+    return 1 if lost else 0
 
 
 async def _serve_until_signal(
-    settings: Settings, demo: bool, children: list[tuple[str, int, subprocess.Popen[bytes]]]
+    settings: Settings,
+    demo: bool,
+    children: list[tuple[str, int, subprocess.Popen[bytes]]],
+    broker: EmbeddedBroker | None,
 ) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    watcher = asyncio.create_task(supervise(settings, children, stop))
+    watcher = asyncio.create_task(supervise(settings, children, stop, broker))
     try:
         await serve_edge(settings, stop, demo)
     finally:

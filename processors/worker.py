@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 from pathlib import Path
 
 import faust
 
-from callscreen.control import current_generation
+from callscreen.control import current_generation, log_identity
 from callscreen.settings import Settings
 from processors.app import create_app
 
+log = logging.getLogger("callscreen.worker")
+LOG_ID_FILE = "log-id"
+
 
 def run_worker(settings: Settings) -> None:
-    generation = asyncio.run(current_generation(settings))
     base = Path(settings.data_dir) / f"worker-{settings.worker_index}"
+    forget_stale_tables(base, asyncio.run(log_identity(settings)))
+    generation = asyncio.run(current_generation(settings))
     worker_dir = base / f"gen-{generation.number}"
     for stale in base.glob("gen-*"):
         if stale != worker_dir:
@@ -24,3 +29,17 @@ def run_worker(settings: Settings) -> None:
     app = create_app(settings, worker_dir, generation)
     worker = faust.Worker(app, loglevel=settings.log_level, quiet=True, override_logging=False)
     worker.execute_from_commandline()
+
+
+def forget_stale_tables(base: Path, log_id: str) -> None:
+    """Tables folded from another log (a broker that restarted empty) are never served: start over."""
+    marker = base / LOG_ID_FILE
+    known = marker.read_text() if marker.exists() else None
+    if known != log_id and base.exists():
+        log.warning(
+            "these tables were folded from another log (did the broker restart empty?); rebuilding from the topics",
+            extra={"tables": str(base), "log_id": log_id, "tables_log_id": known},
+        )
+        shutil.rmtree(base)
+    base.mkdir(parents=True, exist_ok=True)
+    marker.write_text(log_id)

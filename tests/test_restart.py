@@ -9,6 +9,7 @@ import aiohttp
 import pytest
 
 from callscreen.broker import EmbeddedBroker
+from processors.worker import LOG_ID_FILE
 from tests.service import RunningService, create_account, start_service
 
 EMBEDDED = {"CALLSCREEN_EMBEDDED_BROKER": "1"}
@@ -50,8 +51,11 @@ async def test_restart_keeps_accounts_keys_and_calls(broker: str, tmp_path: Path
         before = await snapshot(http, first.base_url, account.headers)
     finally:
         assert first.stop() == 0
+    log_id = (data_dir / "worker-0" / LOG_ID_FILE).read_text()
     second = start_service(data_dir, broker, env=EMBEDDED)
     try:
+        # Same log: the worker kept its tables.
+        assert (data_dir / "worker-0" / LOG_ID_FILE).read_text() == log_id
         async with http.get(f"{second.base_url}/v1/account", headers=account.headers) as r:
             assert r.status == 200
             body = await r.json()
@@ -66,3 +70,28 @@ async def test_restart_keeps_accounts_keys_and_calls(broker: str, tmp_path: Path
             assert (await r.json())["duplicate"] is True
     finally:
         assert second.stop() == 0
+
+
+async def test_tables_of_a_broker_that_restarted_empty_are_never_served(
+    tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
+    data_dir, account_id = tmp_path / "data", "acct_RestartedEmpty01"
+    start = {"type": "call.started", "call_id": "gone-1", "to": "+14155552671", "from": "+12125550123"}
+    for attempt in ("before", "after"):
+        # A memory-only broker each time: the second starts empty, like the embedded one after a restart.
+        broker = EmbeddedBroker(tmp_path / f"broker-{attempt}")
+        broker.start()
+        service = start_service(data_dir, broker.url, env=EMBEDDED)
+        try:
+            account = await create_account(service.settings, http, service.base_url, account_id=account_id)
+            async with http.get(f"{service.base_url}/v1/calls/gone-1", headers=account.headers) as r:
+                # Same account id, same data dir: only stale tables could still know the call.
+                assert r.status == 404
+            async with http.post(f"{service.base_url}/v1/events", json=start, headers=account.headers) as r:
+                assert r.status == 200
+                assert "duplicate" not in await r.json()
+        finally:
+            assert service.stop() == 0
+            broker.stop()
+    log = (tmp_path / "data.log").read_text()
+    assert "folded from another log" in log
