@@ -8,6 +8,7 @@ import sys
 
 import aiohttp
 import orjson
+import pytest
 
 from callscreen.times import now_ms
 from tests.service import RunningService, create_account, settled, wait_for_status
@@ -15,6 +16,7 @@ from tests.topics import read_topic
 from tests.traffic import post_all, script, snapshot
 
 
+@pytest.mark.timeout(300)  # a hang guard: the test drives thousands of events through fresh services
 async def test_rebuild_gives_byte_identical_answers_and_no_new_alert_or_delivery(
     log_service: RunningService, http: aiohttp.ClientSession
 ) -> None:

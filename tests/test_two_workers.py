@@ -9,6 +9,7 @@ from typing import Any
 
 import aiohttp
 import orjson
+import pytest
 
 from callscreen.times import now_ms
 from tests.service import create_account, settled, start_service
@@ -58,6 +59,7 @@ async def run_traffic(data_dir: Path, workers: int, http: aiohttp.ClientSession,
         assert service.stop() == 0
 
 
+@pytest.mark.timeout(300)  # a hang guard: the test drives thousands of events through fresh services
 async def test_two_workers_answer_the_same_as_one(tmp_path: Path, http: aiohttp.ClientSession) -> None:
     base = now_ms() - 20 * 60_000
     one_answers, one_views = await run_traffic(tmp_path / "one", 1, http, base)

@@ -1,0 +1,80 @@
+"""The deployment files agree with the code: roles, topics, scrape targets and dashboard metrics.
+
+`docker compose -f docker-compose.kafka.yml config` is the full check where a Docker client with the
+compose plugin is installed; this one needs only the files.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from alerting.metrics import AlertingMetrics
+from callscreen.settings import Settings
+from callscreen.topics import topic_specs
+from ingest.metrics import EdgeMetrics
+from processors.metrics import WorkerMetrics
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def compose() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.kafka.yml").read_text())
+    return loaded
+
+
+def roles_env() -> dict[str, str]:
+    lines = (ROOT / "deploy" / "roles.env").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+
+
+def test_compose_runs_every_role_against_kafka_in_kraft_mode() -> None:
+    services = compose()["services"]
+    commands = {name: s.get("command") for name, s in services.items()}
+    assert commands["worker-1"] == commands["worker-2"] == ["run", "--role", "worker"]
+    assert commands["edge"] == ["run", "--role", "edge"]
+    assert commands["alerting"] == ["run", "--role", "alerting"]
+    assert services["kafka"]["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"
+    assert {"topics", "prometheus"} <= set(services)
+    assert roles_env()["CALLSCREEN_BROKER"] == "kafka://kafka:9092"
+    for name in ("worker-1", "worker-2", "edge", "alerting"):
+        assert services[name]["env_file"] == "deploy/roles.env"
+        assert services[name]["depends_on"]["topics"]["condition"] == "service_completed_successfully"
+
+
+def test_topic_script_creates_every_topic_the_service_needs() -> None:
+    script = (ROOT / "deploy" / "create-topics.sh").read_text()
+    named = set(re.findall(r"callscreen\.(\w+)", script))
+    loops = [line.removeprefix("for name in ").split(";")[0] for line in script.splitlines() if "for name in" in line]
+    named |= {name for loop in loops for name in loop.split()}
+    needed = {spec.name.removeprefix("callscreen.") for spec in topic_specs(Settings())}
+    assert needed <= named
+    partitions = compose()["services"]["topics"]["environment"]["PARTITIONS"]
+    assert partitions == roles_env()["CALLSCREEN_PARTITIONS"]
+
+
+def test_prometheus_scrapes_every_process() -> None:
+    config = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
+    targets = {t for job in config["scrape_configs"] for c in job["static_configs"] for t in c["targets"]}
+    port = roles_env()["CALLSCREEN_METRICS_PORT"]
+    assert targets == {"edge:8080", f"worker-1:{port}", f"worker-2:{port}", f"alerting:{port}"}
+
+
+def test_dashboard_queries_only_metrics_the_code_exports() -> None:
+    exported: set[str] = set()
+    for registry in (EdgeMetrics().registry, WorkerMetrics().registry, AlertingMetrics().registry):
+        for family in registry.collect():
+            exported |= {family.name, f"{family.name}_total", f"{family.name}_bucket", f"{family.name}_count"}
+    dashboard = orjson.loads((ROOT / "deploy" / "grafana-dashboard.json").read_bytes())
+    used = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"\bcallscreen_\w+", target["expr"])
+    }
+    assert used, "the dashboard has no queries"
+    assert used <= exported, used - exported
