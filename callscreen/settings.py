@@ -26,6 +26,11 @@ class Settings:
     embedded_broker: bool = False
     partitions: int = 4
     reply_partitions: int = 8
+    # Answers go straight back to the asking edge over TCP (the replies topic is the fallback). The edge
+    # listens on `host`, an ephemeral port, and tells workers `reply_host` (default: `host`, or this
+    # machine's name when `host` is a wildcard).
+    direct_replies: bool = True
+    reply_host: str = ""
     topic_prefix: str = "callscreen"
     app_id: str = "callscreen-worker"
     log_level: str = "INFO"

@@ -1,7 +1,9 @@
-"""Request/reply over Kafka: the edge's own correlation ids on a pre-created replies topic.
+"""Request/reply: the edge's own correlation ids, answered over TCP or on the replies topic.
 
-Each edge reads one replies partition with a group-less consumer (no slow group join) and keeps
-only the replies addressed to it.
+Workers answer straight to the asking edge over a TCP listener whose address rides in the request's
+headers: one hop fewer than a topic, and no polling. When a worker cannot reach it, the answer goes
+to the replies topic instead: each edge reads one replies partition with a group-less consumer (no
+slow group join) and keeps only the replies addressed to it.
 """
 
 from __future__ import annotations
@@ -9,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import uuid
 from typing import Any
 
 import orjson
 from aiokafka import TopicPartition
 
+from callscreen import frames
 from callscreen.kafka import make_consumer
 from callscreen.settings import Settings
 
@@ -26,11 +30,24 @@ class ReplyRouter:
         self.topic = settings.topic("replies")
         self.partition = partition
         self.edge_id = uuid.uuid4().hex[:12]
-        self.consumer = make_consumer(settings)
+        # With direct replies the topic is only the fallback: poll it like a follower, not the answer path.
+        wait = settings.follow_max_wait_ms if settings.direct_replies else settings.fetch_max_wait_ms
+        self.consumer = make_consumer(settings, fetch_max_wait_ms=wait)
         self.pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._task: asyncio.Task[None] | None = None
+        self.direct = settings.direct_replies
+        self.listen_host = settings.host
+        self.advertised_host = settings.reply_host or (
+            socket.gethostname() if settings.host in ("0.0.0.0", "::", "") else settings.host
+        )
+        self.server: asyncio.Server | None = None
+        self.reply_to = b""
 
     async def start(self) -> None:
+        if self.direct:
+            self.server = await asyncio.start_server(self._serve_worker, self.listen_host, 0)
+            port = self.server.sockets[0].getsockname()[1]
+            self.reply_to = f"{self.advertised_host}:{port}".encode()
         await self.consumer.start()
         tp = TopicPartition(self.topic, self.partition)
         self.consumer.assign([tp])
@@ -49,19 +66,37 @@ class ReplyRouter:
         self.pending.pop(corr, None)
 
     def headers(self, corr: str) -> list[tuple[str, bytes]]:
-        return [("reply-partition", str(self.partition).encode()), ("corr", corr.encode())]
+        headers = [("reply-partition", str(self.partition).encode()), ("corr", corr.encode())]
+        if self.reply_to:
+            headers.append(("reply-to", self.reply_to))
+        return headers
+
+    def _resolve(self, corr: str, reply: dict[str, Any]) -> None:
+        future = self.pending.pop(corr, None)
+        if future is not None and not future.done():
+            future.set_result(reply)
+
+    async def _serve_worker(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One worker's connection: a stream of answers, each resolving the request it names."""
+        try:
+            while True:
+                message = await frames.read(reader)
+                self._resolve(str(message["corr"]), {"status": message["status"], "body": message["body"]})
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
 
     async def _run(self) -> None:
         while True:
             batches = await self.consumer.getmany(timeout_ms=1000)
             for messages in batches.values():
                 for message in messages:
-                    corr = message.key.decode() if message.key else ""
-                    future = self.pending.pop(corr, None)
-                    if future is not None and not future.done():
-                        future.set_result(orjson.loads(message.value))
+                    self._resolve(message.key.decode() if message.key else "", orjson.loads(message.value))
 
     async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

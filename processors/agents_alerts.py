@@ -20,7 +20,7 @@ def register(rt: Runtime) -> None:
 
     @rt.app.agent(rt.topic("alerts"), concurrency=1)
     async def store_alerts(stream: Any) -> None:
-        async for event in rt.folds(stream, "alerts"):
+        async for event, _ in rt.folds(stream, "alerts"):
             alert = orjson.loads(event.value)
             rt.folded("alerts", event)
             account, alert_id = alert["account_id"], alert["id"]
@@ -38,7 +38,7 @@ def register(rt: Runtime) -> None:
 
     @rt.app.agent(rt.topic("billing"), concurrency=1)
     async def billing(stream: Any) -> None:
-        async for event in rt.folds(stream, "billing"):
+        async for event, _ in rt.folds(stream, "billing"):
             record = orjson.loads(event.value)
             replay = rt.folded("billing", event)
             if record.get("kind") != "payment.failed":

@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from callscreen.kafka import partition_for
 from callscreen.plans import plan_limits
 from callscreen.times import now_ms
 from processors import call_index, calls
@@ -31,22 +32,17 @@ def register(rt: Runtime) -> None:
         entry = [at, call["call_id"], call["number"], call["caller"], call["action"]]
         rt.write("call_index", day, call_index.with_entry(rt.read("call_index", day) or [], entry))
 
-    def watch(key: str, due: int | None, partition: int) -> None:
-        name = f"sweep|{partition}"
-        entries = rt.read("sweeps", name) or {}
-        if due is None and key not in entries:
-            return
-        if due is None:
-            del entries[key]
-        elif entries.get(key) == due:
-            return
-        else:
-            entries[key] = due
-        rt.write("sweeps", name, entries)
+    def watch(key: str, due: int | None) -> None:
+        """One sweeps entry per open call that a rule may trip with no further event: its due time."""
+        if rt.read("sweeps", key) != due:
+            if due is None:
+                rt.delete("sweeps", key)
+            else:
+                rt.write("sweeps", key, due)
 
     @app.agent(events, concurrency=1)
     async def fold_events(stream: Any) -> None:
-        async for event in rt.folds(stream, "events"):
+        async for event, pending in rt.folds(stream, "events"):
             record = orjson.loads(event.value)
             replay = rt.folded("events", event)
             if replay:
@@ -84,15 +80,14 @@ def register(rt: Runtime) -> None:
                 rt.write("calls", key, outcome.state)
                 if state is None:
                     index_call(outcome.state, event.message.partition)
-                watch(key, calls.sweep_due(outcome.state, rt.live, rt.detectors.long_call_min), event.message.partition)
+                watch(key, calls.sweep_due(outcome.state, rt.live, rt.detectors.long_call_min))
             if shared:
                 # Durable before the answer, so the barrier of the client's next event covers them.
                 for ack in acks:
                     await ack
             if not replay:
                 await rt.reply(event, outcome.status, outcome.body)
-            for ack in acks:
-                await ack
+            pending.extend(acks)
 
     @app.timer(settings.silent_sweep_s, on_leader=False)
     async def sweep() -> None:
@@ -100,13 +95,14 @@ def register(rt: Runtime) -> None:
         if app.consumer is None or app.rebalancing or not await rt.replay_done("events"):
             return
         now = now_ms()
-        for tp in app.consumer.assignment():
-            if tp.topic != events.get_topic_name():
+        # The table iterates the partitions this worker holds; each entry is one open call's due time.
+        entries = [(raw_key.decode(), orjson.loads(raw_due)) for raw_key, raw_due in rt.table("sweeps").items()]
+        for gone in ticked.keys() - {key for key, _ in entries}:
+            del ticked[gone]
+        for key, due in entries:
+            if due > now or now - ticked.get(key, 0) < TICK_REPEAT_MS:
                 continue
-            for key, due in (rt.read("sweeps", f"sweep|{tp.partition}") or {}).items():
-                if due > now or now - ticked.get(key, 0) < TICK_REPEAT_MS:
-                    continue
-                ticked[key] = now
-                account, call_id = key.split(":", 1)
-                tick = {"type": "tick", "id": uuid.uuid4().hex, "at": now, "account_id": account, "call_id": call_id}
-                await rt.send("events", key, tick, partition=tp.partition)
+            ticked[key] = now
+            account, call_id = key.split(":", 1)
+            tick = {"type": "tick", "id": uuid.uuid4().hex, "at": now, "account_id": account, "call_id": call_id}
+            await rt.send("events", key, tick, partition=partition_for(key, settings.partitions))

@@ -24,7 +24,7 @@ def register(rt: Runtime) -> None:
 
     @rt.app.agent(rt.topic("decisions"), concurrency=1)
     async def detect(stream: Any) -> None:
-        async for event in rt.folds(stream, "decisions"):
+        async for event, pending in rt.folds(stream, "decisions"):
             fact = orjson.loads(event.value)
             replay = rt.folded("decisions", event)
             if fact.get("kind") not in ("call.decided", "call.settled"):
@@ -36,19 +36,16 @@ def register(rt: Runtime) -> None:
             if replay:
                 # Alerts, blocks and patterns of a replayed fact are already in the log.
                 continue
-            acks = []
             for detection in found:
                 account = fact["account_id"]
                 alert = make_alert(
                     account, detection.type, detection.subject, detection.window_start, detection.at, detection.data
                 )
                 if detection.raised:
-                    acks.append(await rt.send("alerts", account, alert))
+                    pending.append(await rt.send("alerts", account, alert))
                 for placed in consequences(fact, detection, alert["id"], rules):
-                    acks.append(await rt.send("decisions", key, placed))
+                    pending.append(await rt.send("decisions", key, placed))
                     rt.view.apply(placed)
-            for ack in acks:
-                await ack
 
 
 def consequences(

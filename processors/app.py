@@ -81,7 +81,7 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
 def register_queries(rt: Runtime) -> None:
     @rt.app.agent(rt.topic("queries"), concurrency=1)
     async def answer_queries(stream: Any) -> None:
-        async for event in rt.folds(stream, "queries"):
+        async for event, _ in rt.folds(stream, "queries"):
             question = orjson.loads(event.value)
             if rt.folded("queries", event):
                 continue

@@ -48,8 +48,7 @@ class FactMirror:
         }
 
     async def run(self) -> None:
-        # The answer path may wait on this consumer (`level`), so it polls like one.
-        consumer = self.make_consumer(self.settings, fetch_max_wait_ms=self.settings.fetch_max_wait_ms)
+        consumer = self.make_consumer(self.settings, fetch_max_wait_ms=self.settings.follow_max_wait_ms)
         await consumer.start()
         self.consumer = consumer
         try:

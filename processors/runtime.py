@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from processors.features import FeatureView
 from processors.live import LiveThresholds
 from processors.metrics import WorkerMetrics
 from processors.policy import Policy
+from processors.replies import ReplyChannels
 
 
 class DirectProducer:
@@ -49,6 +51,9 @@ class DirectProducer:
             await self.producer.stop()
 
 
+log = logging.getLogger(__name__)
+
+
 @dataclass
 class Runtime:
     settings: Settings
@@ -64,6 +69,8 @@ class Runtime:
     progress: dict[tuple[str, int], int] = field(default_factory=dict)
     mirror_caught_up: asyncio.Event = field(default_factory=asyncio.Event)
     metrics: WorkerMetrics = field(default_factory=WorkerMetrics)
+    channels: ReplyChannels = field(default_factory=ReplyChannels)
+    _settling: set[asyncio.Task[None]] = field(default_factory=set)
     # Waits until the feature view holds every fact in the log (the facts mirror's barrier).
     level_facts: Callable[[], Awaitable[None]] | None = None
 
@@ -73,13 +80,36 @@ class Runtime:
         held = {tp.partition for tp in self.app.consumer.assignment() if tp.topic == topic}
         return len(held) == self.settings.partitions
 
-    async def folds(self, stream: Any, name: str) -> AsyncIterator[Any]:
-        """The stream's events, each fold timed from its arrival until the agent asks for the next."""
+    async def folds(self, stream: Any, name: str) -> AsyncIterator[tuple[Any, list[Any]]]:
+        """The stream's events, each with a list for the acks of what folding it appended.
+
+        Faust may commit an event's offset only once those records are durable; the fold of the next
+        event does not wait for them (a crash before they land refolds the event: folds are idempotent).
+        """
+        manual = stream.noack()
         histogram = self.metrics.fold_seconds.labels(name)
-        async for event in stream.events():
+        async for event in manual.events():
             started = time.perf_counter()
-            yield event
+            pending: list[Any] = []
+            yield event, pending
             histogram.observe(time.perf_counter() - started)
+            if pending:
+                task = asyncio.create_task(self._ack_when_durable(manual, event, pending))
+                self._settling.add(task)
+                task.add_done_callback(self._settling.discard)
+            else:
+                await manual.ack(event)
+
+    async def _ack_when_durable(self, stream: Any, event: Any, pending: list[Any]) -> None:
+        try:
+            for ack in pending:
+                await ack
+        except Exception as exc:
+            # The fold is ahead of the log: stop, so a restart refolds from the last committed offset.
+            log.exception("a record the fold appended was not acknowledged; stopping the worker")
+            await self.app.crash(exc)
+            return
+        await stream.ack(event)
 
     def folded(self, name: str, event: EventT[Any]) -> bool:
         """Note an event as folded; True when it is a replay (below the generation's targets)."""
@@ -121,6 +151,9 @@ class Runtime:
     def write(self, table: str, key: str, value: Any) -> None:
         self.tables[table][key.encode()] = orjson.dumps(value)
 
+    def delete(self, table: str, key: str) -> None:
+        self.tables[table].pop(key.encode(), None)
+
     async def send(self, topic: str, key: str, value: dict[str, Any], partition: int | None = None) -> Any:
         """Queue a record on the direct producer; returns the future of its ack."""
         producer = await self.direct.get()
@@ -129,9 +162,13 @@ class Runtime:
         )
 
     async def reply(self, event: EventT[Any], status: int, body: dict[str, Any]) -> None:
-        """Answer the edge that asked, on the replies partition it named; records without one are replays."""
+        """Answer the edge that asked: over TCP when it gave an address, else (or when that fails) on the
+        replies partition it named. Records without a correlation id are replays."""
         headers = dict(event.headers or {})
-        partition, corr = headers.get("reply-partition"), headers.get("corr")
+        partition, corr, reply_to = headers.get("reply-partition"), headers.get("corr"), headers.get("reply-to")
         if partition is None or corr is None:
             return
-        await self.send("replies", corr.decode(), {"status": status, "body": body}, partition=int(partition))
+        answer = {"status": status, "body": body}
+        if reply_to is not None and await self.channels.send(reply_to.decode(), {"corr": corr.decode(), **answer}):
+            return
+        await self.send("replies", corr.decode(), answer, partition=int(partition))
