@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import orjson
@@ -30,11 +31,10 @@ def register(rt: Runtime) -> None:
             rt.write("alert_store", key, alert)
             created = parse_ms(alert["created_at"]) or 0
             partition = event.message.partition
-            days = call_index.days_key(account, partition, "alerts")
-            rt.write("alert_store", days, call_index.with_day(rt.read("alert_store", days) or [], created))
-            day = call_index.day_key(account, partition, created - created % call_index.DAY_MS, "alerts")
             entry = [created, alert_id, alert["type"]]
-            rt.write("alert_store", day, call_index.with_entry(rt.read("alert_store", day) or [], entry))
+            read = functools.partial(rt.read, "alert_store")
+            for index_key, value in call_index.additions(read, account, partition, entry, "alerts").items():
+                rt.write("alert_store", index_key, value)
 
     @rt.app.agent(rt.topic("billing"), concurrency=1)
     async def billing(stream: Any) -> None:

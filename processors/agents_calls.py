@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Any
 
@@ -25,12 +26,10 @@ def register(rt: Runtime) -> None:
     ticked: dict[str, int] = {}
 
     def index_call(call: dict[str, Any], partition: int) -> None:
-        account, at = call["account_id"], call["started_at"]
-        days = call_index.days_key(account, partition)
-        rt.write("call_index", days, call_index.with_day(rt.read("call_index", days) or [], at))
-        day = call_index.day_key(account, partition, at - at % call_index.DAY_MS)
-        entry = [at, call["call_id"], call["number"], call["caller"], call["action"]]
-        rt.write("call_index", day, call_index.with_entry(rt.read("call_index", day) or [], entry))
+        entry = [call["started_at"], call["call_id"], call["number"], call["caller"], call["action"]]
+        read = functools.partial(rt.read, "call_index")
+        for key, value in call_index.additions(read, call["account_id"], partition, entry).items():
+            rt.write("call_index", key, value)
 
     def watch(key: str, due: int | None) -> None:
         """One sweeps entry per open call that a rule may trip with no further event: its due time."""

@@ -1,38 +1,53 @@
-"""A per-account, per-partition index by day, for listing calls (and alerts) newest first.
+"""A per-account, per-partition index by hour, for listing calls (and alerts) newest first.
 
 Keys carry the partition so every key lives in exactly one partition's store. Call entries are
 `[at_ms, call_id, number, caller, action]`, enough to filter without reading each call; alert
-entries are `[created_ms, alert_id, type]`.
+entries are `[created_ms, alert_id, type]`. An hour's bucket is rewritten whole on each new entry,
+so the bucket is small enough for that to stay cheap on a busy account; the list of buckets is
+written only when it gains one.
 """
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-DAY_MS = 86_400_000
+BUCKET_MS = 3_600_000
 
 Entry = list[Any]
+Lookup = Callable[[str], Any]
 
 
-def days_key(account: str, partition: int, space: str = "calls") -> str:
-    return f"days|{space}|{account}|{partition}"
+def buckets_key(account: str, partition: int, space: str = "calls") -> str:
+    return f"buckets|{space}|{account}|{partition}"
 
 
-def day_key(account: str, partition: int, day: int, space: str = "calls") -> str:
-    return f"idx|{space}|{account}|{partition}|{day}"
+def bucket_key(account: str, partition: int, bucket: int, space: str = "calls") -> str:
+    return f"idx|{space}|{account}|{partition}|{bucket}"
 
 
-def with_day(days: list[int], at: int) -> list[int]:
-    day = at - at % DAY_MS
-    return days if day in days else sorted([*days, day])
-
-
-def with_entry(entries: list[Entry], entry: Entry) -> list[Entry]:
+def additions(read: Lookup, account: str, partition: int, entry: Entry, space: str = "calls") -> dict[str, Any]:
+    """The index keys to write for `entry` (its time first, its id second): none when it is already in."""
+    at = int(entry[0])
+    bucket = at - at % BUCKET_MS
+    key = bucket_key(account, partition, bucket, space)
+    entries: list[Entry] = read(key) or []
     if any(e[1] == entry[1] for e in entries):
-        return entries
-    return [*entries, entry]
+        return {}
+    writes: dict[str, Any] = {key: [*entries, entry]}
+    known = buckets_key(account, partition, space)
+    buckets: list[int] = read(known) or []
+    if bucket not in buckets:
+        writes[known] = sorted([*buckets, bucket])
+    return writes
+
+
+def newest_first(read: Lookup, account: str, partition: int, space: str = "calls") -> Iterator[tuple[int, list[Entry]]]:
+    """Each bucket's start and entries, the newest bucket first."""
+    for bucket in reversed(read(buckets_key(account, partition, space)) or []):
+        yield bucket, read(bucket_key(account, partition, bucket, space)) or []
 
 
 @dataclass(frozen=True)

@@ -100,12 +100,12 @@ def list_calls(
     )
     limit = int(record["limit"])
     found: list[call_index.Entry] = []
-    for day in reversed(index_of(call_index.days_key(account, partition)) or []):
-        if wanted.until is not None and day >= wanted.until:
+    for bucket, entries in call_index.newest_first(index_of, account, partition):
+        if wanted.until is not None and bucket >= wanted.until:
             continue
-        if wanted.since is not None and day + call_index.DAY_MS <= wanted.since:
+        if wanted.since is not None and bucket + call_index.BUCKET_MS <= wanted.since:
             break
-        found.extend(e for e in index_of(call_index.day_key(account, partition, day)) or [] if wanted.matches(e))
+        found.extend(e for e in entries if wanted.matches(e))
         if len(found) > limit:
             break
     found.sort(key=call_index.sort_key, reverse=True)
@@ -134,10 +134,10 @@ def list_alerts(
     after = call_index.decode_cursor(record["cursor"]) if record.get("cursor") else None
     since, kind, limit = record.get("since"), record.get("type"), int(record["limit"])
     found: list[call_index.Entry] = []
-    for day in reversed(alert_of(call_index.days_key(account, partition, "alerts")) or []):
-        if since is not None and day + call_index.DAY_MS <= since:
+    for bucket, entries in call_index.newest_first(alert_of, account, partition, "alerts"):
+        if since is not None and bucket + call_index.BUCKET_MS <= since:
             break
-        for entry in alert_of(call_index.day_key(account, partition, day, "alerts")) or []:
+        for entry in entries:
             created, alert_id, alert_type = entry
             if since is not None and created < since:
                 continue
