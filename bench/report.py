@@ -177,6 +177,7 @@ def render(r: dict[str, Any], command: str) -> str:
         f"{consumer.get('per_s', '—')} |",
         "",
     ]
+    out += floor_section(r.get("faust_floor") or [], fold.get("per_s"), consumer.get("per_s"))
 
     out += ["## Memory (RSS)", ""]
     out += rss_table(r)
@@ -233,6 +234,35 @@ def render(r: dict[str, Any], command: str) -> str:
     if notes:
         out += ["## Notes from this run", "", *[f"- {n}" for n in notes], ""]
     return "\n".join(out)
+
+
+def floor_section(floors: list[dict[str, Any]], fold_rate: Any, consumer_rate: Any) -> list[str]:
+    """Faust's own cost on this broker: what bounds the worker before any domain rule runs."""
+    if not floors:
+        return []
+    out = [
+        "### Faust floor on the same records",
+        "",
+        "`bench/faust_floor.py`: a Faust app with the worker's own settings (`processors.app.make_faust_app`), one",
+        "agent at concurrency 1 folding the same events topic from offset 0, decoding each record and writing it",
+        "to K RocksDB tables (each write is one single-record changelog produce, as in the worker). The clock",
+        "starts at the first record, so the group join is not counted. The worker itself writes four or five",
+        "records per event (the call, its index bucket on a start, its sweep entry, its fact, and the",
+        "detector's per-number state when it folds the fact).",
+        "",
+        "| K tables written per record | records/s | vs bare consumer | worker vs this floor |",
+        "|---:|---:|---:|---:|",
+    ]
+    for floor in floors:
+        if "per_s" not in floor:
+            out.append(f"| {floor.get('tables')} | {floor.get('error', '—')} | | |")
+            continue
+        rate = floor["per_s"]
+        out.append(
+            f"| {floor['tables']} | {rate} | {fmt_ratio(ratio(rate, consumer_rate))} "
+            f"| {fmt_ratio(ratio(fold_rate, rate))} |"
+        )
+    return [*out, ""]
 
 
 def fmt_ratio(value: float | None) -> str:

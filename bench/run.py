@@ -30,11 +30,13 @@ from bench.prefill import prefill
 from bench.service import Progress, Service, create_accounts, rss_mb, start_service, stop_process
 from bench.traffic import NUMBERS_PER_ACCOUNT, BenchAccount
 from callscreen.broker import free_port
+from callscreen.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 P99_TARGET_MS = 50.0
 LADDER = [25, 50, 100, 150, 200, 300, 400, 500, 750, 1000, 1500, 2000, 3000]
 BARE_TOPIC = "callscreen-bench.bare"
+FLOOR_TABLES = (0, 1, 3)
 
 
 @dataclass
@@ -195,6 +197,38 @@ async def bare_consumer(broker: str, topic: str) -> dict[str, Any]:
     return dict(json.loads(out))
 
 
+async def faust_floor(settings: Settings, tables: int) -> dict[str, Any]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.faust_floor",
+        "--broker",
+        settings.broker,
+        "--topic",
+        settings.topic("events"),
+        "--partitions",
+        str(settings.partitions),
+        "--tables",
+        str(tables),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    try:
+        out, _ = await asyncio.wait_for(process.communicate(), 90)
+    except TimeoutError:
+        return {"tables": tables, "error": "no result within 90 s"}
+    finally:
+        if process.returncode is None:
+            os.killpg(process.pid, 9)
+            await process.wait()
+    # Faust's worker writes terminal control codes to stdout; the result is the JSON object after them.
+    line = out.decode(errors="replace").strip().splitlines()[-1:] or [""]
+    start = line[0].find("{")
+    return dict(json.loads(line[0][start:])) if start >= 0 else {"tables": tables, "error": "no result printed"}
+
+
 def start_bare_server(broker: str, log_path: Path) -> tuple[subprocess.Popen[str], str]:
     port = free_port()
     command = [sys.executable, "-m", "bench.baselines", "serve", "--broker", broker, "--topic", BARE_TOPIC]
@@ -285,6 +319,13 @@ async def phases(bench: Bench) -> None:
             )
     results["bare_consumer"] = await bare_consumer(svc.settings.broker, svc.settings.topic("events"))
     bench.log(f"bare consumer: {results['bare_consumer']}")
+    # The Faust floor over the same records: bare, then with one changelogged table write per record.
+    results["faust_floor"] = []
+    for tables in FLOOR_TABLES:
+        if bench.budget.left() < args.reserve / 3:
+            break
+        results["faust_floor"].append(await faust_floor(svc.settings, tables))
+        bench.log(f"faust floor: {results['faust_floor'][-1]}")
 
     # Profile the edge and a worker at the sustainable turn rate.
     if args.profile and bench.budget.left() > args.step_seconds + 25:

@@ -31,16 +31,17 @@ from processors.runtime import DirectProducer, Runtime
 from processors.store import RocksStore
 
 
-def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> faust.App:
+def make_faust_app(settings: Settings, app_id: str, datadir: Path) -> faust.App:
+    """A Faust app with the worker's settings (also the bench's Faust floor)."""
     set_fetch_max_wait(settings.fetch_max_wait_ms)
     extra: dict[str, Any] = {}
     if settings.embedded_broker:
         extra["producer_max_batch_size"] = SINGLE_RECORD_BATCH_BYTES
-    app = faust.App(
-        generation.app_id(settings),
+    return faust.App(
+        app_id,
         broker=settings.broker,
         store="rocksdb://",
-        datadir=str(worker_dir / "faust"),
+        datadir=str(datadir),
         topic_partitions=settings.partitions,
         topic_replication_factor=1,
         web_enabled=False,
@@ -59,6 +60,10 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
         rocksdb_options={"block_cache_size": 8 * 1024 * 1024, "block_cache_compressed_size": 0},
         **extra,
     )
+
+
+def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> faust.App:
+    app = make_faust_app(settings, generation.app_id(settings), worker_dir / "faust")
     rt = Runtime(
         settings=settings,
         app=app,

@@ -1,0 +1,87 @@
+"""The floor of a Faust worker on this broker: what folding costs before any domain rule runs.
+
+python -m bench.faust_floor --broker kafka://H:P --topic T --partitions N --tables K
+    a Faust app built with the worker's own settings (processors.app.make_faust_app), one agent at
+    concurrency 1 over the topic from offset 0, that decodes each record with orjson and writes it
+    to K RocksDB tables (each write is one changelog record, as in the worker); prints
+    {"tables", "records", "seconds", "per_s"} once it has folded every record present at start.
+    The clock starts at the first record, so the group join (seconds on Tansu) is not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import faust
+import orjson
+from aiokafka import TopicPartition
+
+from callscreen.kafka import make_consumer
+from callscreen.settings import Settings
+from processors.app import make_faust_app
+
+
+async def records_in(settings: Settings, topic: str) -> int:
+    consumer = make_consumer(settings)
+    await consumer.start()
+    try:
+        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        return sum((await consumer.end_offsets(parts)).values())
+    finally:
+        await consumer.stop()
+
+
+def floor_app(settings: Settings, topic: str, tables: int, total: int, datadir: Path) -> faust.App:
+    app = make_faust_app(settings, f"callscreen-bench-floor-{uuid.uuid4().hex[:8]}", datadir)
+    source = app.topic(topic, key_type=bytes, value_type=bytes)
+    stores = [
+        app.Table(f"floor{i}", default=None, partitions=settings.partitions, key_type=bytes, value_type=bytes)
+        for i in range(tables)
+    ]
+    clock: dict[str, float] = {}
+
+    @app.agent(source, concurrency=1)
+    async def fold(stream: Any) -> None:
+        folded = 0
+        async for event in stream.events():
+            clock.setdefault("first", time.perf_counter())
+            value = orjson.dumps(orjson.loads(event.value))
+            for table in stores:
+                table[event.key] = value
+            folded += 1
+            if folded == total:
+                seconds = time.perf_counter() - clock["first"]
+                result = {"tables": tables, "records": total, "seconds": round(seconds, 3)}
+                result["per_s"] = round(total / max(seconds, 1e-9), 1)
+                sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
+                sys.stdout.flush()
+                # The measurement is printed; a clean Faust shutdown takes seconds and has nothing to keep.
+                os._exit(0)
+
+    return app
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.faust_floor")
+    parser.add_argument("--broker", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--partitions", type=int, required=True, help="the topic's (tables must match it)")
+    parser.add_argument("--tables", type=int, default=0)
+    args = parser.parse_args()
+    settings = Settings(broker=args.broker, embedded_broker=True, partitions=args.partitions)
+    total = asyncio.run(records_in(settings, args.topic))
+    with tempfile.TemporaryDirectory(prefix="callscreen-floor-") as datadir:
+        app = floor_app(settings, args.topic, args.tables, total, Path(datadir))
+        faust.Worker(app, loglevel="warning", quiet=True, override_logging=False).execute_from_commandline()
+
+
+if __name__ == "__main__":
+    main()
