@@ -229,6 +229,28 @@ async def faust_floor(settings: Settings, tables: int) -> dict[str, Any]:
     return dict(json.loads(line[0][start:])) if start >= 0 else {"tables": tables, "error": "no result printed"}
 
 
+async def partition_growth(broker: str) -> list[dict[str, Any]]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.partition_growth",
+        "--broker",
+        broker,
+        stdout=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    try:
+        out, _ = await asyncio.wait_for(process.communicate(), 90)
+    except TimeoutError:
+        out = b""
+    finally:
+        if process.returncode is None:
+            os.killpg(process.pid, 9)
+            await process.wait()
+    return [dict(json.loads(line)) for line in out.decode().splitlines() if line.startswith("{")]
+
+
 def start_bare_server(broker: str, log_path: Path) -> tuple[subprocess.Popen[str], str]:
     port = free_port()
     command = [sys.executable, "-m", "bench.baselines", "serve", "--broker", broker, "--topic", BARE_TOPIC]
@@ -326,6 +348,11 @@ async def phases(bench: Bench) -> None:
             break
         results["faust_floor"].append(await faust_floor(svc.settings, tables))
         bench.log(f"faust floor: {results['faust_floor'][-1]}")
+
+    # What bounds a long run on the embedded broker: fetch cost against one partition's length.
+    if bench.budget.left() > args.step_seconds + 60:
+        results["partition_growth"] = await partition_growth(svc.settings.broker)
+        bench.log(f"partition growth: {results['partition_growth']}")
 
     # Profile the edge and a worker at the sustainable turn rate.
     if args.profile and bench.budget.left() > args.step_seconds + 25:
