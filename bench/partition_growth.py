@@ -1,6 +1,6 @@
 """How the embedded broker's fetch slows as one partition grows.
 
-python -m bench.partition_growth --broker kafka://H:P [--sizes 1000,3000,6000,8000,10000,15000]
+python -m bench.partition_growth --broker kafka://H:P [--sizes 1000,3000,6000,10000]
     appends single-record batches of 300 bytes (the embedded producer settings) to a fresh
     one-partition topic until it holds each size in turn, then reads it from offset 0 with the
     service's consumer settings for at most 5 s; prints one JSON object per size:
@@ -81,7 +81,7 @@ async def measure(broker: str, sizes: list[int]) -> list[dict[str, Any]]:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.partition_growth")
     parser.add_argument("--broker", required=True)
-    parser.add_argument("--sizes", default="1000,3000,6000,8000,10000,15000")
+    parser.add_argument("--sizes", default="1000,3000,6000,10000")
     args = parser.parse_args()
     asyncio.run(measure(args.broker, [int(s) for s in args.sizes.split(",")]))
     sys.stdout.flush()

@@ -112,6 +112,11 @@ def render(r: dict[str, Any], command: str) -> str:
         "",
         "- The real service: `callscreen run` (embedded Tansu broker, one Faust worker, alerting, the edge) in a",
         "  temporary data dir. The edge runs in the `callscreen run` process; workers and alerting are its children.",
+        "- A fresh service, with a fresh embedded broker and as many new accounts, for each of: scenario (a), the",
+        "  turn search with its baseline, the fold phase with its floors, and the `call.started` search"
+        f" (started this run: {', '.join(r.get('fresh_services') or []) or 'none'}). The embedded",
+        "  broker's fetches slow down as its partitions fill (\"Embedded broker: reading a partition as it",
+        '  grows" below), so a phase run after the others would measure what they left in the broker.',
         "- Load: `bench/loadgen.py` in its own process, aiohttp client with a 256-connection pool, loopback only.",
         "  **Open loop**: Poisson arrivals at the offered rate are scheduled up front and every latency is",
         "  measured from the *intended* send time, so a server that falls behind is charged for its queue (no",
@@ -303,8 +308,8 @@ def rss_table(r: dict[str, Any]) -> list[str]:
     roles = list(dict.fromkeys(role for _, s in snaps for role in s))
     head = "| process | " + " | ".join(f"RSS MB {name}" for name, _ in snaps) + " | peak (VmHWM) MB |"
     lines = [
-        "VmRSS from `/proc/<pid>/status`. At end = after every scenario and "
-        f"{r.get('calls_driven', '?')} calls over {r.get('numbers_touched', '?')} numbers.",
+        "VmRSS from `/proc/<pid>/status`. At start = scenario (a)'s service; after fold phase = the fold"
+        " phase's service; at end = the `call.started` search's service (each phase starts a fresh one).",
         "",
         head,
         "|---|" + "---:|" * (len(snaps) + 1),

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 P99_TARGET_MS = 50.0
 LADDER = [25, 50, 100, 150, 200, 300, 400, 500, 750, 1000, 1500, 2000, 3000]
 BARE_TOPIC = "callscreen-bench.bare"
-FLOOR_TABLES = (0, 1, 3)
+FLOOR_TABLES = (0, 1)
 
 
 @dataclass
@@ -61,6 +61,23 @@ class Bench:
     results: dict[str, Any]
     calls_driven: int = 0
     children: list[asyncio.subprocess.Process] = field(default_factory=list)
+    # Every service this run started, for the log summary.
+    log_paths: list[Path] = field(default_factory=list)
+
+    async def fresh_service(self, phase: str) -> None:
+        """Start `phase` on a new service and embedded broker: Tansu's fetches slow down as its
+        partitions fill (see the partition growth phase), so a phase run after others would be
+        measuring what they left in the broker."""
+        await self.progress.stop()
+        await asyncio.to_thread(self.service.stop)
+        data_dir = self.service.data_dir.with_name(f"service-{len(self.log_paths) + 1}")
+        self.service = await asyncio.to_thread(start_service, data_dir)
+        self.log_paths.append(self.service.log_path)
+        self.accounts = await create_accounts(self.service, self.args.accounts)
+        self.progress = Progress(self.service.settings)
+        await self.progress.start()
+        self.results.setdefault("fresh_services", []).append(phase)
+        self.log(f"fresh service on {self.service.base_url} for {phase}")
 
     def log(self, message: str) -> None:
         print(f"[{self.budget.elapsed():6.1f}s] {message}", file=sys.stderr, flush=True)
@@ -289,7 +306,8 @@ def loadavg() -> str:
 
 async def phases(bench: Bench) -> None:
     """The scenarios in priority order: what the targets need first, the extras while time is left."""
-    args, results, svc = bench.args, bench.results, bench.service
+    args, results = bench.args, bench.results
+    svc = bench.service
     results["loadavg_start"] = loadavg()
 
     # (a) call.started only at a fixed rate.
@@ -298,6 +316,9 @@ async def phases(bench: Bench) -> None:
     await bench.settle(45)
 
     # (b) full calls (turn traffic): the sustainable rate.
+    await bench.fresh_service("turn traffic")
+    svc = bench.service
+
     async def drive_calls(rate: float) -> dict[str, Any]:
         result = await bench.loadgen(svc.base_url, "calls", rate, args.step_seconds, f"turns{int(rate)}")
         await bench.settle()
@@ -332,6 +353,8 @@ async def phases(bench: Bench) -> None:
     # Worker fold rate over a backlog appended straight to the log; then the bare consumer over it.
     if bench.budget.left() > 35:
         calls = min(args.calls, int(max(0.0, bench.budget.left() - 30) * 40))
+        await bench.fresh_service("the fold rate")
+        svc = bench.service
         bench.log(f"fold rate: appending {calls} calls straight to the events topic")
         results["fold"] = await fold_rate(bench, calls)
         results["rss_after_fold"] = snapshot_rss(svc)
@@ -349,17 +372,14 @@ async def phases(bench: Bench) -> None:
         results["faust_floor"].append(await faust_floor(svc.settings, tables))
         bench.log(f"faust floor: {results['faust_floor'][-1]}")
 
-    # What bounds a long run on the embedded broker: fetch cost against one partition's length.
-    if bench.budget.left() > args.step_seconds + 60:
-        results["partition_growth"] = await partition_growth(svc.settings.broker)
-        bench.log(f"partition growth: {results['partition_growth']}")
-
     # Profile the edge and a worker at the sustainable turn rate.
     if args.profile and bench.budget.left() > args.step_seconds + 25:
         results["profile"] = await profile_run(bench, float(turns["sustainable"] or LADDER[0]))
 
     # call.started: sustainable rate, then 50% and 80% of it, if time allows.
-    if bench.budget.left() > args.step_seconds + 40:
+    if bench.budget.left() > args.step_seconds + 55:
+        await bench.fresh_service("the call.started search")
+        svc = bench.service
 
         async def drive_starts(rate: float) -> dict[str, Any]:
             result = await bench.loadgen(svc.base_url, "starts", rate, args.step_seconds, f"starts{int(rate)}")
@@ -367,14 +387,19 @@ async def phases(bench: Bench) -> None:
             return result
 
         bench.log("call.started step search")
-        starts = await bench.search("starts", drive_starts, args.start_search_from, args.step_seconds + 40)
+        starts = await bench.search("starts", drive_starts, args.start_search_from, args.step_seconds + 15)
         starts["fractions"] = {}
         if starts["sustainable"]:
             for fraction in (0.5, 0.8):
-                if bench.budget.left() < args.step_seconds + 30:
+                if bench.budget.left() < args.step_seconds + 12:
                     break
                 starts["fractions"][str(fraction)] = await drive_starts(max(1, round(starts["sustainable"] * fraction)))
         results["starts"] = starts
+
+    # What bounds a long run on the embedded broker: fetch cost against one partition's length.
+    if bench.budget.left() > 30:
+        results["partition_growth"] = await partition_growth(svc.settings.broker)
+        bench.log(f"partition growth: {results['partition_growth']}")
 
     results["rss_end"] = snapshot_rss(svc)
     results["calls_driven"] = bench.calls_driven
@@ -440,13 +465,13 @@ async def profile_run(bench: Bench, rate: float) -> dict[str, Any]:
     return out
 
 
-def log_summary(path: Path, keep: int = 8) -> dict[str, Any]:
-    """Warnings and errors the service logged during the run (its stderr), counted by message."""
+def log_summary(paths: list[Path], keep: int = 8) -> dict[str, Any]:
+    """Warnings and errors the services logged during the run (their stderr), counted by message."""
     counts: dict[str, int] = {}
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return {}
+    lines: list[str] = []
+    for path in paths:
+        with contextlib.suppress(OSError):
+            lines += path.read_text(errors="replace").splitlines()
     for line in lines:
         if not any(word in line for word in ("WARNING", "ERROR", "Traceback", "CRITICAL", '"warning"', '"error"')):
             continue
@@ -488,8 +513,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--start-rate", type=float, default=200.0, help="scenario (a): call.started per second")
     parser.add_argument("--start-seconds", type=float, default=20.0, help="scenario (a): seconds of arrivals")
     parser.add_argument("--step-seconds", type=float, default=6.0, help="seconds of arrivals per search step")
-    parser.add_argument("--turn-start", type=float, default=100, choices=LADDER, help="first rate of the turn search")
-    parser.add_argument("--bare-start", type=float, default=500, choices=LADDER, help="first rate of the bare search")
+    parser.add_argument("--turn-start", type=float, default=150, choices=LADDER, help="first rate of the turn search")
+    parser.add_argument("--bare-start", type=float, default=750, choices=LADDER, help="first rate of the bare search")
     parser.add_argument("--start-search-from", type=float, default=100, choices=LADDER)
     parser.add_argument("--close-rate", type=float, default=300.0, help="call.ended/s that close leftover calls")
     parser.add_argument("--budget", type=float, default=285.0, help="seconds for the whole run")
@@ -518,20 +543,21 @@ async def main_async(args: argparse.Namespace, budget: Budget, data_dir: Path) -
         print(f"[{budget.elapsed():6.1f}s] service up on {service.base_url}; {len(accounts)} accounts", file=sys.stderr)
         progress = Progress(service.settings)
         await progress.start()
-        bench = Bench(args, budget, service, accounts, progress, results)
+        bench = Bench(args, budget, service, accounts, progress, results, log_paths=[service.log_path])
         results["rss_start"] = snapshot_rss(service)
         try:
             await phases(bench)
         finally:
-            await progress.stop()
+            await bench.progress.stop()
     finally:
         if bench is not None:
             for child in bench.children:
                 if child.returncode is None:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(child.pid, 9)
+            service = bench.service
         await asyncio.to_thread(service.stop)
-        results["service_log"] = log_summary(service.log_path)
+        results["service_log"] = log_summary(bench.log_paths if bench is not None else [service.log_path])
     results["elapsed_s"] = round(budget.elapsed(), 1)
     return results
 
