@@ -42,6 +42,7 @@ class ReplyRouter:
         )
         self.server: asyncio.Server | None = None
         self.reply_to = b""
+        self._connections: dict[asyncio.Task[Any], asyncio.StreamWriter] = {}
 
     async def start(self) -> None:
         if self.direct:
@@ -78,6 +79,9 @@ class ReplyRouter:
 
     async def _serve_worker(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One worker's connection: a stream of answers, each resolving the request it names."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections[task] = writer
         try:
             while True:
                 message = await frames.read(reader)
@@ -85,6 +89,8 @@ class ReplyRouter:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
+            if task is not None:
+                self._connections.pop(task, None)
             writer.close()
 
     async def _run(self) -> None:
@@ -97,6 +103,12 @@ class ReplyRouter:
     async def stop(self) -> None:
         if self.server is not None:
             self.server.close()
+            # Close the workers' connections so their handlers end on a short read. Cancelling a
+            # handler instead makes asyncio's stream callback log the CancelledError as an error.
+            for writer in self._connections.values():
+                writer.close()
+            if self._connections:
+                await asyncio.wait(list(self._connections), timeout=1.0)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
