@@ -53,6 +53,9 @@ def register(rt: Runtime) -> None:
                 await rt.level_facts()
             key = event.key.decode()
             state = rt.read("calls", key)
+            if record["type"] == "call.started" and not replay and not shared:
+                # Only a start reads blocks and patterns (its score).
+                await rt.consequences_applied(f"{record['account_id']}:{record['number']}")
             target = calls.alias_target(state, record, rt.view)
             if target is not None and not replay:
                 forward = f"{record['account_id']}:{target}".encode()
@@ -72,6 +75,9 @@ def register(rt: Runtime) -> None:
             if replay:
                 outcome.facts, outcome.alerts = [], []
             acks = [await rt.send("decisions", f"{f['account_id']}:{f['number']}", f) for f in outcome.facts]
+            if not shared:
+                for fact, ack in zip(outcome.facts, acks, strict=True):
+                    rt.appended_fact(f"{fact['account_id']}:{fact['number']}", ack)
             acks += [await rt.send("alerts", a["account_id"], a) for a in outcome.alerts]
             for fact in outcome.facts:
                 rt.view.apply(fact)

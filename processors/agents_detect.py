@@ -25,27 +25,31 @@ def register(rt: Runtime) -> None:
     @rt.app.agent(rt.topic("decisions"), concurrency=1)
     async def detect(stream: Any) -> None:
         async for event, pending in rt.folds(stream, "decisions"):
-            fact = orjson.loads(event.value)
             replay = rt.folded("decisions", event)
-            if fact.get("kind") not in ("call.decided", "call.settled"):
-                continue
-            key = event.key.decode()
-            state = rt.read("number_windows", key) or detectors.new_state()
-            found = detectors.observe(state, fact, rules)
-            rt.write("number_windows", key, state)
-            if replay:
-                # Alerts, blocks and patterns of a replayed fact are already in the log.
-                continue
-            for detection in found:
-                account = fact["account_id"]
-                alert = make_alert(
-                    account, detection.type, detection.subject, detection.window_start, detection.at, detection.data
-                )
-                if detection.raised:
-                    pending.append(await rt.send("alerts", account, alert))
-                for placed in consequences(fact, detection, alert["id"], rules):
-                    pending.append(await rt.send("decisions", key, placed))
-                    rt.view.apply(placed)
+            await fold_fact(event, pending, replay)
+            rt.detector_folded(event.message.partition, event.message.offset)
+
+    async def fold_fact(event: Any, pending: list[Any], replay: bool) -> None:
+        fact = orjson.loads(event.value)
+        if fact.get("kind") not in ("call.decided", "call.settled"):
+            return
+        key = event.key.decode()
+        state = rt.read("number_windows", key) or detectors.new_state()
+        found = detectors.observe(state, fact, rules)
+        rt.write("number_windows", key, state)
+        if replay:
+            # Alerts, blocks and patterns of a replayed fact are already in the log.
+            return
+        for detection in found:
+            account = fact["account_id"]
+            alert = make_alert(
+                account, detection.type, detection.subject, detection.window_start, detection.at, detection.data
+            )
+            if detection.raised:
+                pending.append(await rt.send("alerts", account, alert))
+            for placed in consequences(fact, detection, alert["id"], rules):
+                pending.append(await rt.send("decisions", key, placed))
+                rt.view.apply(placed)
 
 
 def consequences(

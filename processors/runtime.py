@@ -52,6 +52,8 @@ class DirectProducer:
 
 
 log = logging.getLogger(__name__)
+CONSEQUENCES_WAIT_S = 1.0
+FACT_ACKS_KEEP = 10_000
 
 
 @dataclass
@@ -73,6 +75,12 @@ class Runtime:
     _settling: set[asyncio.Task[None]] = field(default_factory=set)
     # Waits until the feature view holds every fact in the log (the facts mirror's barrier).
     level_facts: Callable[[], Awaitable[None]] | None = None
+    # The ack of the latest decision fact this worker appended per decisions key (account:number), and
+    # how far its detector has folded each decisions partition: together they say when that number's
+    # blocks and patterns are applied.
+    fact_acks: dict[str, Any] = field(default_factory=dict)
+    detected: dict[int, int] = field(default_factory=dict)
+    detector_moved: asyncio.Event = field(default_factory=asyncio.Event)
 
     def holds_every_partition(self) -> bool:
         """True when this worker alone folds the events topic: its own facts are then the whole view."""
@@ -110,6 +118,41 @@ class Runtime:
             await self.app.crash(exc)
             return
         await stream.ack(event)
+
+    def detector_folded(self, partition: int, offset: int) -> None:
+        self.detected[partition] = offset + 1
+        self.detector_moved.set()
+
+    def appended_fact(self, key: str, ack: Any) -> None:
+        self.fact_acks[key] = ack
+        if len(self.fact_acks) > FACT_ACKS_KEEP:
+            self.fact_acks = {k: a for k, a in self.fact_acks.items() if not self._applied(a)}
+
+    def _applied(self, ack: Any) -> bool:
+        if not ack.done() or ack.cancelled() or ack.exception() is not None:
+            return False
+        return bool(self.detected.get(ack.result().partition, 0) > ack.result().offset)
+
+    async def consequences_applied(self, key: str) -> None:
+        """Wait until the detector has folded the last fact this worker appended about `key` (one worker
+        only: it holds every decisions partition), so an event sees the blocks and patterns placed for
+        its number by the events before it. Other numbers' facts do not hold it up."""
+        ack = self.fact_acks.get(key)
+        if ack is None:
+            return
+        metadata = await ack
+        try:
+            await asyncio.wait_for(self._detector_past(metadata.partition, metadata.offset), CONSEQUENCES_WAIT_S)
+        except TimeoutError:
+            # A rebalance can hand the partition to another worker's detector: never wait forever.
+            log.warning("detector behind a fact this worker appended; answering without waiting")
+        if self.fact_acks.get(key) is ack:
+            del self.fact_acks[key]
+
+    async def _detector_past(self, partition: int, offset: int) -> None:
+        while self.detected.get(partition, 0) <= offset:
+            self.detector_moved.clear()
+            await self.detector_moved.wait()
 
     def folded(self, name: str, event: EventT[Any]) -> bool:
         """Note an event as folded; True when it is a replay (below the generation's targets)."""
