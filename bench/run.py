@@ -191,55 +191,46 @@ async def create_topic(broker: str, name: str, partitions: int) -> None:
         await admin.close()
 
 
-async def bare_consumer(broker: str, topic: str) -> dict[str, Any]:
+async def run_module(module: str, *args: str, timeout_s: float, stderr: int | None = None) -> bytes | None:
+    """Run `python -m module args` in its own process group; its stdout, or None when it overran."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bench.baselines",
-        "consume",
-        "--broker",
-        broker,
-        "--topic",
-        topic,
+        module,
+        *args,
         stdout=asyncio.subprocess.PIPE,
+        stderr=stderr,
         cwd=ROOT,
         start_new_session=True,
     )
     try:
-        out, _ = await asyncio.wait_for(process.communicate(), 60)
+        out, _ = await asyncio.wait_for(process.communicate(), timeout_s)
+        return out
+    except TimeoutError:
+        return None
     finally:
         if process.returncode is None:
             os.killpg(process.pid, 9)
             await process.wait()
+
+
+async def bare_consumer(broker: str, topic: str) -> dict[str, Any]:
+    out = await run_module("bench.baselines", "consume", "--broker", broker, "--topic", topic, timeout_s=60)
+    if out is None:
+        raise TimeoutError("the bare consumer did not finish within 60 s")
     return dict(json.loads(out))
 
 
 async def faust_floor(settings: Settings, tables: int) -> dict[str, Any]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
+    out = await run_module(
         "bench.faust_floor",
-        "--broker",
-        settings.broker,
-        "--topic",
-        settings.topic("events"),
-        "--partitions",
-        str(settings.partitions),
-        "--tables",
-        str(tables),
-        stdout=asyncio.subprocess.PIPE,
+        *("--broker", settings.broker, "--topic", settings.topic("events")),
+        *("--partitions", str(settings.partitions), "--tables", str(tables)),
+        timeout_s=90,
         stderr=asyncio.subprocess.DEVNULL,
-        cwd=ROOT,
-        start_new_session=True,
     )
-    try:
-        out, _ = await asyncio.wait_for(process.communicate(), 90)
-    except TimeoutError:
+    if out is None:
         return {"tables": tables, "error": "no result within 90 s"}
-    finally:
-        if process.returncode is None:
-            os.killpg(process.pid, 9)
-            await process.wait()
     # Faust's worker writes terminal control codes to stdout; the result is the JSON object after them.
     line = out.decode(errors="replace").strip().splitlines()[-1:] or [""]
     start = line[0].find("{")
@@ -247,24 +238,7 @@ async def faust_floor(settings: Settings, tables: int) -> dict[str, Any]:
 
 
 async def partition_growth(broker: str) -> list[dict[str, Any]]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bench.partition_growth",
-        "--broker",
-        broker,
-        stdout=asyncio.subprocess.PIPE,
-        cwd=ROOT,
-        start_new_session=True,
-    )
-    try:
-        out, _ = await asyncio.wait_for(process.communicate(), 90)
-    except TimeoutError:
-        out = b""
-    finally:
-        if process.returncode is None:
-            os.killpg(process.pid, 9)
-            await process.wait()
+    out = await run_module("bench.partition_growth", "--broker", broker, timeout_s=90) or b""
     return [dict(json.loads(line)) for line in out.decode().splitlines() if line.startswith("{")]
 
 
