@@ -45,6 +45,8 @@ class Settings:
     # The broker holds an empty fetch this long: short on the answer path, longer for followers.
     fetch_max_wait_ms: int = 5
     follow_max_wait_ms: int = 50
+    # A worker sends its tables' changed keys to their changelogs this often, each key's last value once.
+    changelog_flush_ms: int = 200
     max_body_bytes: int = 65536
     max_future_at_s: int = 300
     # Rate limits (decisions.md section 5).

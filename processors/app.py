@@ -133,6 +133,20 @@ def register_housekeeping(rt: Runtime) -> None:
             await record_lag(rt.metrics.lag, "worker", mirror.consumer, positions)
             await record_lag(rt.metrics.lag, "mirror", mirror.consumer, dict(mirror.positions))
 
+    @app.timer(settings.changelog_flush_ms / 1000, on_leader=False)
+    async def flush_changelogs() -> None:
+        if app.should_stop:
+            # Shutdown flushes once itself (`stopped`); the producer may already be closed here.
+            return
+        records = await rt.flush_changelogs()
+        rt.metrics.changelog_records.inc(records)
+
+    async def revoked(sender: Any, revoked: Any, **kwargs: Any) -> None:
+        # The next owner recovers these partitions from their changelogs: hand over what is folded.
+        await rt.flush_changelogs()
+
+    app.on_partitions_revoked.connect(cast(Any, revoked))
+
     @app.timer(1.0, on_leader=False)
     async def heartbeat() -> None:
         assignment = app.consumer.assignment() if app.consumer else set()
@@ -166,6 +180,7 @@ def register_housekeeping(rt: Runtime) -> None:
         await rt.send("status", worker_id, record)
 
     async def stopped(sender: Any, **kwargs: Any) -> None:
+        await rt.flush_changelogs()
         record = {"kind": "worker.stopped", "worker": worker_id}
         await asyncio.wait_for(await rt.send("status", worker_id, record), 1.0)
         await control.stop()

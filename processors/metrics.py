@@ -1,10 +1,10 @@
-"""A worker's Prometheus instruments: fold latency, consumer lag, replay (rebuild) progress."""
+"""A worker's Prometheus instruments: fold latency, changelog records, consumer lag, replay progress."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from callscreen.metrics import lag_gauge
 
@@ -21,6 +21,11 @@ class WorkerMetrics:
             "Time to fold one record (table writes, facts, answer), by source topic.",
             ["topic"],
             buckets=FOLD_BUCKETS,
+            registry=self.registry,
+        )
+        self.changelog_records = Counter(
+            "callscreen_changelog_records",
+            "Table changelog records sent (each changed key once per flush, however often it was written).",
             registry=self.registry,
         )
         self.lag = lag_gauge(self.registry)

@@ -23,6 +23,7 @@ from processors.live import LiveThresholds
 from processors.metrics import WorkerMetrics
 from processors.policy import Policy
 from processors.replies import ReplyChannels
+from processors.write_behind import WriteBehindTable
 
 
 class DirectProducer:
@@ -66,13 +67,15 @@ class Runtime:
     detectors: DetectorRules
     direct: DirectProducer
     generation: Generation = field(default_factory=Generation)
-    tables: dict[str, Any] = field(default_factory=dict)
+    tables: dict[str, WriteBehindTable] = field(default_factory=dict)
     # Next offset to fold per (topic short name, partition): the progress a heartbeat reports.
     progress: dict[tuple[str, int], int] = field(default_factory=dict)
     mirror_caught_up: asyncio.Event = field(default_factory=asyncio.Event)
     metrics: WorkerMetrics = field(default_factory=WorkerMetrics)
     channels: ReplyChannels = field(default_factory=ReplyChannels)
     _settling: set[asyncio.Task[None]] = field(default_factory=set)
+    # Folded events whose table writes are not yet on a changelog: acknowledged by the next flush.
+    _unflushed: list[tuple[Any, Any, list[Any]]] = field(default_factory=list)
     # Waits until the feature view holds every fact in the log (the facts mirror's barrier).
     level_facts: Callable[[], Awaitable[None]] | None = None
     # The ack of the latest decision fact this worker appended per decisions key (account:number), and
@@ -91,8 +94,9 @@ class Runtime:
     async def folds(self, stream: Any, name: str) -> AsyncIterator[tuple[Any, list[Any]]]:
         """The stream's events, each with a list for the acks of what folding it appended.
 
-        Faust may commit an event's offset only once those records are durable; the fold of the next
-        event does not wait for them (a crash before they land refolds the event: folds are idempotent).
+        Faust may commit an event's offset only once its table writes are on a changelog (the next
+        `flush_changelogs`) and the records it appended are durable; the fold of the next event waits
+        for neither (a crash before they land refolds the event: folds are idempotent).
         """
         manual = stream.noack()
         histogram = self.metrics.fold_seconds.labels(name)
@@ -101,23 +105,32 @@ class Runtime:
             pending: list[Any] = []
             yield event, pending
             histogram.observe(time.perf_counter() - started)
-            if pending:
-                task = asyncio.create_task(self._ack_when_durable(manual, event, pending))
-                self._settling.add(task)
-                task.add_done_callback(self._settling.discard)
-            else:
-                await manual.ack(event)
+            self._unflushed.append((manual, event, pending))
 
-    async def _ack_when_durable(self, stream: Any, event: Any, pending: list[Any]) -> None:
+    async def flush_changelogs(self) -> int:
+        """Send every table's dirty keys to its changelog; once they and what the folds appended are
+        durable, acknowledge the events folded before the flush began. Returns the records it sent."""
+        held, self._unflushed = self._unflushed, []
+        written: list[Any] = []
+        for table in self.tables.values():
+            written += await table.flush_changelog()
+        if held:
+            task = asyncio.create_task(self._ack_when_durable(held, written))
+            self._settling.add(task)
+            task.add_done_callback(self._settling.discard)
+        return len(written)
+
+    async def _ack_when_durable(self, held: list[tuple[Any, Any, list[Any]]], written: list[Any]) -> None:
         try:
-            for ack in pending:
+            for ack in written + [ack for _, _, pending in held for ack in pending]:
                 await ack
         except Exception as exc:
             # The fold is ahead of the log: stop, so a restart refolds from the last committed offset.
             log.exception("a record the fold appended was not acknowledged; stopping the worker")
             await self.app.crash(exc)
             return
-        await stream.ack(event)
+        for stream, event, _ in held:
+            await stream.ack(event)
 
     def detector_folded(self, partition: int, offset: int) -> None:
         self.detected[partition] = offset + 1
@@ -180,11 +193,19 @@ class Runtime:
         """A Faust topic of raw bytes (the service's records are JSON it encodes itself)."""
         return self.app.topic(self.settings.topic(name), key_type=bytes, value_type=bytes)
 
-    def table(self, name: str) -> Any:
+    def table(self, name: str) -> WriteBehindTable:
         if name not in self.tables:
-            self.tables[name] = self.app.Table(
-                name, default=None, partitions=self.settings.partitions, key_type=bytes, value_type=bytes
+            table = WriteBehindTable(
+                self.app,
+                name=name,
+                beacon=self.app.tables.beacon,
+                default=None,
+                partitions=self.settings.partitions,
+                key_type=bytes,
+                value_type=bytes,
             )
+            self.app.tables.add(table)
+            self.tables[name] = table
         return self.tables[name]
 
     def read(self, table: str, key: str) -> Any:

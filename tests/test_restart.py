@@ -1,16 +1,20 @@
-"""Restarting against the same broker keeps accounts, keys and call records (the log is the truth)."""
+"""Restarting against the same broker keeps accounts, keys, call records and alerts (the log is the truth)."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
 
 from callscreen.broker import EmbeddedBroker
+from callscreen.times import now_ms
 from processors.worker import LOG_ID_FILE
-from tests.service import RunningService, create_account, start_service
+from tests.service import RunningService, create_account, settled, start_service
+from tests.traffic import script
 
 EMBEDDED = {"CALLSCREEN_EMBEDDED_BROKER": "1"}
 
@@ -95,3 +99,45 @@ async def test_tables_of_a_broker_that_restarted_empty_are_never_served(
             broker.stop()
     log = (tmp_path / "data.log").read_text()
     assert "folded from another log" in log
+
+
+async def test_a_worker_without_its_tables_recovers_them_from_the_log(
+    broker: str, tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
+    """Table writes reach their changelogs in coalesced flushes, and an event's offset is committed only
+    after the flush that covers it; a worker that lost its local tables rebuilds them from the changelogs
+    and the uncommitted events, and answers exactly as before."""
+    data_dir = tmp_path / "data"
+    bodies = script(5, now_ms() - 10 * 60_000, 12)
+    first = start_service(data_dir, broker, env=EMBEDDED)
+    try:
+        account = await create_account(first.settings, http, first.base_url)
+        for body in bodies:
+            async with http.post(f"{first.base_url}/v1/events", json=body, headers=account.headers) as r:
+                assert r.status == 200, (body, await r.text())
+        await settled(first.settings)
+        before = await records(http, first.base_url, account.headers, bodies)
+    finally:
+        assert first.stop() == 0
+    lost = list((data_dir / "worker-0").glob("gen-*/faust"))
+    assert len(lost) == 1
+    shutil.rmtree(lost[0])
+    second = start_service(data_dir, broker, env=EMBEDDED)
+    try:
+        await settled(second.settings)
+        assert await records(http, second.base_url, account.headers, bodies) == before
+    finally:
+        assert second.stop() == 0
+
+
+async def records(
+    http: aiohttp.ClientSession, base_url: str, headers: dict[str, str], bodies: list[dict[str, Any]]
+) -> list[object]:
+    """Every call of `bodies`, the call list and the alert list, as the API answers them."""
+    paths = [f"/v1/calls/{call_id}" for call_id in sorted({b["call_id"] for b in bodies})]
+    answers = []
+    for path in [*paths, "/v1/calls?limit=100", "/v1/alerts?limit=100"]:
+        async with http.get(f"{base_url}{path}", headers=headers) as r:
+            assert r.status == 200, path
+            answers.append(await r.json())
+    return answers
