@@ -74,11 +74,6 @@ def register(rt: Runtime) -> None:
             )
             if replay:
                 outcome.facts, outcome.alerts = [], []
-            acks = [await rt.send("decisions", f"{f['account_id']}:{f['number']}", f) for f in outcome.facts]
-            if not shared:
-                for fact, ack in zip(outcome.facts, acks, strict=True):
-                    rt.appended_fact(f"{fact['account_id']}:{fact['number']}", ack)
-            acks += [await rt.send("alerts", a["account_id"], a) for a in outcome.alerts]
             for fact in outcome.facts:
                 rt.view.apply(fact)
             if outcome.state is not None:
@@ -86,12 +81,21 @@ def register(rt: Runtime) -> None:
                 if state is None:
                     index_call(outcome.state, event.message.partition)
                 watch(key, calls.sweep_due(outcome.state, rt.live, rt.detectors.long_call_min))
+            if not replay and not shared:
+                # Answered before the appends: a send can wait a broker round trip for its partition's
+                # previous record, and a crash before they land refolds the event, which appends them again.
+                await rt.reply(event, outcome.status, outcome.body)
+            acks = [await rt.send("decisions", f"{f['account_id']}:{f['number']}", f) for f in outcome.facts]
+            if not shared:
+                for fact, ack in zip(outcome.facts, acks, strict=True):
+                    rt.appended_fact(f"{fact['account_id']}:{fact['number']}", ack)
+            acks += [await rt.send("alerts", a["account_id"], a) for a in outcome.alerts]
             if shared:
                 # Durable before the answer, so the barrier of the client's next event covers them.
                 for ack in acks:
                     await ack
-            if not replay:
-                await rt.reply(event, outcome.status, outcome.body)
+                if not replay:
+                    await rt.reply(event, outcome.status, outcome.body)
             pending.extend(acks)
 
     @app.timer(settings.silent_sweep_s, on_leader=False)
