@@ -3,7 +3,7 @@
 python -m bench.faust_floor --broker kafka://H:P --topic T --partitions N --tables K
     a Faust app built with the worker's own settings (processors.app.make_faust_app), one agent at
     concurrency 1 over the topic from offset 0, that decodes each record with orjson and writes it
-    to K RocksDB tables (each write is one changelog record, as in the worker); prints
+    to K stock Faust tables (each write is one changelog record; the worker's coalesce theirs); prints
     {"tables", "records", "seconds", "per_s"} once it has folded every record present at start.
     The clock starts at the first record, so the group join (seconds on Tansu) is not counted.
 """
