@@ -30,6 +30,15 @@ from processors.policy import load_policy
 from processors.runtime import DirectProducer, Runtime
 from processors.store import RocksStore
 
+# One database per table partition: RocksDB's defaults (64 MB memtables, three of them, and a large
+# block cache each) would let twenty of them grow a worker past its memory budget as the tables fill.
+ROCKSDB_OPTIONS = {
+    "block_cache_size": 8 * 1024 * 1024,
+    "block_cache_compressed_size": 0,
+    "write_buffer_size": 4 * 1024 * 1024,
+    "max_write_buffer_number": 2,
+}
+
 
 def make_faust_app(settings: Settings, app_id: str, datadir: Path) -> faust.App:
     """A Faust app with the worker's settings (also the bench's Faust floor)."""
@@ -57,7 +66,7 @@ def make_faust_app(settings: Settings, app_id: str, datadir: Path) -> faust.App:
         stream_wait_empty=False,
         key_serializer="raw",
         value_serializer="raw",
-        rocksdb_options={"block_cache_size": 8 * 1024 * 1024, "block_cache_compressed_size": 0},
+        rocksdb_options=ROCKSDB_OPTIONS,
         **extra,
     )
 

@@ -33,12 +33,15 @@ class MemoryStore:
 
 
 class RocksStore:
-    """JSON values in a RocksDB database; small block cache so several fit in a worker's memory."""
+    """JSON values in a RocksDB database, with small memtables so it fits in a worker's memory budget."""
 
     def __init__(self, path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
         options = Options(raw_mode=True)
         options.create_if_missing(True)
+        # RocksDB's 64 MB memtables would hold most of a large view in memory before the first flush.
+        options.set_write_buffer_size(4 * 1024 * 1024)
+        options.set_max_write_buffer_number(2)
         self.db = Rdict(str(path), options)
 
     def get(self, key: str) -> Any:
