@@ -142,13 +142,18 @@ def register_housekeeping(rt: Runtime) -> None:
             await record_lag(rt.metrics.lag, "worker", mirror.consumer, positions)
             await record_lag(rt.metrics.lag, "mirror", mirror.consumer, dict(mirror.positions))
 
-    @app.timer(settings.changelog_flush_ms / 1000, on_leader=False)
+    @app.task
     async def flush_changelogs() -> None:
-        if app.should_stop:
-            # Shutdown flushes once itself (`stopped`); the producer may already be closed here.
-            return
-        records = await rt.flush_changelogs()
-        rt.metrics.changelog_records.inc(records)
+        """Every `changelog_flush_ms` after the last flush ended (a flush under load can take longer)."""
+        while not app.should_stop:
+            await asyncio.sleep(settings.changelog_flush_ms / 1000)
+            try:
+                rt.metrics.changelog_records.inc(await rt.flush_changelogs())
+            except Exception:
+                if app.should_stop:
+                    # The producer closed under the flush: its events are not acknowledged, so they refold.
+                    return
+                raise
 
     async def revoked(sender: Any, revoked: Any, **kwargs: Any) -> None:
         # The next owner recovers these partitions from their changelogs: hand over what is folded.

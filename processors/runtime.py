@@ -73,9 +73,11 @@ class Runtime:
     mirror_caught_up: asyncio.Event = field(default_factory=asyncio.Event)
     metrics: WorkerMetrics = field(default_factory=WorkerMetrics)
     channels: ReplyChannels = field(default_factory=ReplyChannels)
-    _settling: set[asyncio.Task[None]] = field(default_factory=set)
+    _settling: set[asyncio.Task[bool]] = field(default_factory=set)
     # Folded events whose table writes are not yet on a changelog: acknowledged by the next flush.
     _unflushed: list[tuple[Any, Any, list[Any]]] = field(default_factory=list)
+    _flush_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _last_flush: asyncio.Task[bool] | None = None
     # Waits until the feature view holds every fact in the log (the facts mirror's barrier).
     level_facts: Callable[[], Awaitable[None]] | None = None
     # The ack of the latest decision fact this worker appended per decisions key (account:number), and
@@ -108,19 +110,27 @@ class Runtime:
             self._unflushed.append((manual, event, pending))
 
     async def flush_changelogs(self) -> int:
-        """Send every table's dirty keys to its changelog; once they and what the folds appended are
-        durable, acknowledge the events folded before the flush began. Returns the records it sent."""
-        held, self._unflushed = self._unflushed, []
-        written: list[Any] = []
-        for table in self.tables.values():
-            written += await table.flush_changelog()
-        if held:
-            task = asyncio.create_task(self._ack_when_durable(held, written))
+        """Send every table's dirty keys to its changelog; once they, every earlier flush's and what the
+        folds appended are durable, acknowledge the events folded before this flush began. Flushes never
+        interleave. Returns how many changelog records it sent."""
+        async with self._flush_lock:
+            held, self._unflushed = self._unflushed, []
+            written: list[Any] = []
+            for table in self.tables.values():
+                written += await table.flush_changelog()
+            # An event's writes may have gone out with an earlier flush, still in flight.
+            task = asyncio.create_task(self._ack_when_durable(held, written, self._last_flush))
+            self._last_flush = task
             self._settling.add(task)
             task.add_done_callback(self._settling.discard)
-        return len(written)
+            return len(written)
 
-    async def _ack_when_durable(self, held: list[tuple[Any, Any, list[Any]]], written: list[Any]) -> None:
+    async def _ack_when_durable(
+        self, held: list[tuple[Any, Any, list[Any]]], written: list[Any], previous: asyncio.Task[bool] | None
+    ) -> bool:
+        """True once the flush's records are durable and its events acknowledged."""
+        if previous is not None and not await previous:
+            return False
         try:
             for ack in written + [ack for _, _, pending in held for ack in pending]:
                 await ack
@@ -128,9 +138,10 @@ class Runtime:
             # The fold is ahead of the log: stop, so a restart refolds from the last committed offset.
             log.exception("a record the fold appended was not acknowledged; stopping the worker")
             await self.app.crash(exc)
-            return
+            return False
         for stream, event, _ in held:
             await stream.ack(event)
+        return True
 
     def detector_folded(self, partition: int, offset: int) -> None:
         self.detected[partition] = offset + 1
