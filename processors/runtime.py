@@ -15,19 +15,21 @@ from aiokafka import AIOKafkaProducer
 from faust.types import EventT
 
 from callscreen.control import Generation
-from callscreen.kafka import make_producer
+from callscreen.kafka import make_producer, partition_for
 from callscreen.settings import Settings
+from callscreen.topics import topic_specs
 from processors.detectors import DetectorRules
 from processors.features import FeatureView
 from processors.live import LiveThresholds
 from processors.metrics import WorkerMetrics
+from processors.outbox import Outbox
 from processors.policy import Policy
 from processors.replies import ReplyChannels
 from processors.write_behind import WriteBehindTable
 
 
 class DirectProducer:
-    """A plain aiokafka producer for replies, facts and alerts.
+    """A plain aiokafka producer for replies, facts and alerts, fed through an `Outbox`.
 
     Faust's producer queues sends in a buffer flushed by a background task, which added
     milliseconds to every answer; the answer path sends directly instead.
@@ -37,6 +39,8 @@ class DirectProducer:
         self.settings = settings
         self.producer: AIOKafkaProducer | None = None
         self.lock = asyncio.Lock()
+        self.outbox = Outbox(self.get)
+        self.partitions = {spec.name: spec.partitions for spec in topic_specs(settings)}
 
     async def get(self) -> AIOKafkaProducer:
         if self.producer is None:
@@ -47,7 +51,14 @@ class DirectProducer:
                     self.producer = producer
         return self.producer
 
+    async def send(self, topic: str, key: str, value: bytes, partition: int | None = None) -> asyncio.Future[Any]:
+        """Queue a record (keyed records go where Kafka's default partitioner puts them); returns its ack."""
+        if partition is None:
+            partition = partition_for(key, self.partitions[topic])
+        return await self.outbox.send(topic, partition, key.encode(), value)
+
     async def stop(self) -> None:
+        await self.outbox.stop()
         if self.producer is not None:
             await self.producer.stop()
 
@@ -231,10 +242,7 @@ class Runtime:
 
     async def send(self, topic: str, key: str, value: dict[str, Any], partition: int | None = None) -> Any:
         """Queue a record on the direct producer; returns the future of its ack."""
-        producer = await self.direct.get()
-        return await producer.send(
-            self.settings.topic(topic), orjson.dumps(value), key=key.encode(), partition=partition
-        )
+        return await self.direct.send(self.settings.topic(topic), key, orjson.dumps(value), partition)
 
     async def reply(self, event: EventT[Any], status: int, body: dict[str, Any]) -> None:
         """Answer the edge that asked: over TCP when it gave an address, else (or when that fails) on the

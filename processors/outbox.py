@@ -1,0 +1,71 @@
+"""Appends that keep their order without holding up the fold: one queue and one sender per partition.
+
+On the embedded broker every record is a batch of its own, and aiokafka's send waits until the
+previous batch of the same partition has left in a request: a broker round trip. A fold that awaited
+each send was bound by those waits (half its time when folding starts and ends). Here the fold queues
+the record and goes on; each partition's sender hands its records to the producer in the order they
+were queued, so a partition's records stay in order, and all partitions' records share the requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+Entry = tuple[bytes, bytes, "asyncio.Future[Any]"]
+# Records a partition may have queued before a fold waits: bounds memory when the broker falls behind.
+QUEUE_LIMIT = 1000
+
+
+class Outbox:
+    def __init__(self, producer: Callable[[], Awaitable[AIOKafkaProducer]], limit: int = QUEUE_LIMIT) -> None:
+        self._producer = producer
+        self._limit = limit
+        self._queues: dict[tuple[str, int], asyncio.Queue[Entry]] = {}
+        self._senders: list[asyncio.Task[None]] = []
+
+    async def send(self, topic: str, partition: int, key: bytes, value: bytes) -> asyncio.Future[Any]:
+        """Queue a record; returns the future of its ack (the record's metadata)."""
+        queue = self._queues.get((topic, partition))
+        if queue is None:
+            queue = self._queues[(topic, partition)] = asyncio.Queue(self._limit)
+            self._senders.append(asyncio.create_task(self._drain(topic, partition, queue)))
+        ack: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        await queue.put((key, value, ack))
+        return ack
+
+    async def _drain(self, topic: str, partition: int, queue: asyncio.Queue[Entry]) -> None:
+        producer = await self._producer()
+        while True:
+            key, value, ack = await queue.get()
+            try:
+                delivery = await producer.send(topic, value, key=key, partition=partition)
+            except Exception as exc:
+                # Whoever waits for the ack sees the failure (a fold's event then stops the worker).
+                ack.set_exception(exc)
+                continue
+            delivery.add_done_callback(functools.partial(_settle, ack))
+
+    async def stop(self) -> None:
+        """Stop the senders; records still queued are never acknowledged, so their events refold."""
+        for task in self._senders:
+            task.cancel()
+        for task in self._senders:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def _settle(ack: asyncio.Future[Any], delivery: asyncio.Future[Any]) -> None:
+    if ack.done():
+        return
+    if delivery.cancelled():
+        ack.cancel()
+    elif (error := delivery.exception()) is not None:
+        ack.set_exception(error)
+    else:
+        ack.set_result(delivery.result())
