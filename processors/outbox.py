@@ -17,7 +17,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-Entry = tuple[bytes, bytes, "asyncio.Future[Any]"]
+Entry = tuple[bytes, bytes | None, "asyncio.Future[Any]"]
 # Records a partition may have queued before a fold waits: bounds memory when the broker falls behind.
 QUEUE_LIMIT = 1000
 
@@ -29,8 +29,8 @@ class Outbox:
         self._queues: dict[tuple[str, int], asyncio.Queue[Entry]] = {}
         self._senders: list[asyncio.Task[None]] = []
 
-    async def send(self, topic: str, partition: int, key: bytes, value: bytes) -> asyncio.Future[Any]:
-        """Queue a record; returns the future of its ack (the record's metadata)."""
+    async def send(self, topic: str, partition: int, key: bytes, value: bytes | None) -> asyncio.Future[Any]:
+        """Queue a record (a None value deletes the key); returns the future of its ack (its metadata)."""
         queue = self._queues.get((topic, partition))
         if queue is None:
             queue = self._queues[(topic, partition)] = asyncio.Queue(self._limit)

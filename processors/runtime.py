@@ -128,7 +128,7 @@ class Runtime:
             held, self._unflushed = self._unflushed, []
             written: list[Any] = []
             for table in self.tables.values():
-                written += await table.flush_changelog()
+                written += await table.flush_changelog(self.direct.outbox.send)
             # An event's writes may have gone out with an earlier flush, still in flight.
             task = asyncio.create_task(self._ack_when_durable(held, written, self._last_flush))
             self._last_flush = task

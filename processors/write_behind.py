@@ -7,57 +7,57 @@ dirty; `flush_changelog` sends the dirty keys' last values. The runtime acknowle
 once a flush that covers its writes is acknowledged, so a committed offset never runs ahead of the
 changelog; a crash refolds the uncommitted events, and every fold is idempotent.
 
-The flush sends straight to the producer rather than through Faust's send buffer: Faust holds the
-stream back while that buffer is full, and a burst of changelog records there stalled every answer.
+The flush queues its records on the worker's outbox (`processors/outbox.py`), not Faust's producer:
+Faust holds the stream back while its send buffer is full, and a flush that awaited Faust's `send`
+key after key waited a broker round trip whenever a key's partition still had a record pending, so
+a flush of a thousand keys took seconds while folded events (and their memory) piled up behind it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import faust
-from faust.types import RecordMetadata
 
-# Marks a deleted key among the dirty ones (None is a legitimate "no value" for Faust's serializers).
-_DELETED = object()
+# Queues one changelog record (topic, partition, key, value or None to delete); returns its ack.
+Send = Callable[[str, int, bytes, bytes | None], Awaitable["asyncio.Future[Any]"]]
 
 
 class WriteBehindTable(faust.Table[bytes, bytes]):
-    """Changelog writes coalesced per key until `flush_changelog`."""
+    """Changelog writes coalesced per key until `flush_changelog`; bytes keys and values only."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._dirty: dict[tuple[int, Any], Any] = {}
+        self._dirty: dict[tuple[int, bytes], bytes | None] = {}
 
-    def on_key_set(self, key: Any, value: Any) -> None:
+    def on_key_set(self, key: bytes, value: bytes) -> None:
         self._dirty[(self._partition(key), key)] = value
         self._sensor_on_set(self, key, value)
 
-    def on_key_del(self, key: Any) -> None:
-        self._dirty[(self._partition(key), key)] = _DELETED
+    def on_key_del(self, key: bytes) -> None:
+        self._dirty[(self._partition(key), key)] = None
         self._sensor_on_del(self, key)
 
-    def _partition(self, key: Any) -> int:
+    def _partition(self, key: bytes) -> int:
         partition = self.partition_for_key(key)
         # The runtime's tables never use the producer's partitioner: a key lives in its event's partition.
         assert partition is not None
         return partition
 
-    async def flush_changelog(self) -> list[Awaitable[RecordMetadata]]:
-        """Send the dirty keys' last values to the changelog; returns the acks to wait for."""
+    async def flush_changelog(self, send: Send) -> list[asyncio.Future[Any]]:
+        """Queue the dirty keys' last values on the changelog; returns the acks to wait for."""
         dirty, self._dirty = self._dirty, {}
+        topic = self.changelog_topic_name
         acks = []
         for (partition, key), value in dirty.items():
-            deleted = value is _DELETED
-            ack = await self.changelog_topic.send(
-                key=key,
-                value=None if deleted else value,
-                partition=partition,
-                key_serializer=self.key_serializer,
-                value_serializer="raw" if deleted else self.value_serializer,
-                callback=self._on_changelog_sent,
-                force=True,
-            )
+            ack = await send(topic, partition, key, value)
+            ack.add_done_callback(self._persisted)
             acks.append(ack)
         return acks
+
+    def _persisted(self, ack: asyncio.Future[Any]) -> None:
+        """Faust's own bookkeeping: recovery reads a partition's changelog from the last offset stored here."""
+        if not ack.cancelled() and ack.exception() is None:
+            self.data.set_persisted_offset(ack.result().topic_partition, ack.result().offset)
