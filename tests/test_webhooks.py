@@ -325,8 +325,9 @@ async def test_worker_and_alerting_export_lag_folds_and_deliveries(
 
     await until(all_delivered, 20)
     async with http.get(f"{hook_service.base_url}/v1/alerts", headers=account.headers) as r:
-        raised = len((await r.json())["data"])
-    assert (await scrape(http, alerting_port))[delivered] >= before + raised
+        # The sweep keeps raising call.long_running for these hour-old open calls: count what was delivered.
+        shown = sum(1 for a in (await r.json())["data"] if a["delivered"]["webhook"])
+    assert (await scrape(http, alerting_port))[delivered] >= before + shown
 
     async def caught_up() -> bool:
         samples = await scrape(http, worker_port)
