@@ -2,7 +2,7 @@
 
 On the embedded broker every record is a batch of its own, and aiokafka's send waits until the
 previous batch of the same partition has left in a request: a broker round trip. A fold that awaited
-each send was bound by those waits (half its time when folding starts and ends). Here the fold queues
+each send was bound by those waits (most of its time while folding call ends). Here the fold queues
 the record and goes on; each partition's sender hands its records to the producer in the order they
 were queued, so a partition's records stay in order, and all partitions' records share the requests.
 """
