@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import orjson
 
 from callscreen.times import parse_ms
-from processors import call_index
 from processors.alerts import make_alert
 from processors.runtime import Runtime
 
@@ -32,9 +30,7 @@ def register(rt: Runtime) -> None:
             created = parse_ms(alert["created_at"]) or 0
             partition = event.message.partition
             entry = [created, alert_id, alert["type"]]
-            read = functools.partial(rt.read, "alert_store")
-            for index_key, value in call_index.additions(read, account, partition, entry, "alerts").items():
-                rt.write("alert_store", index_key, value)
+            rt.index("alert_store", account, partition, entry, "alerts")
 
     @rt.app.agent(rt.topic("billing"), concurrency=1)
     async def billing(stream: Any) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import uuid
 from typing import Any
 
@@ -11,7 +10,7 @@ import orjson
 from callscreen.kafka import partition_for
 from callscreen.plans import plan_limits
 from callscreen.times import now_ms
-from processors import call_index, calls
+from processors import calls
 from processors.runtime import Runtime
 
 TICK_REPEAT_MS = 5000
@@ -27,9 +26,7 @@ def register(rt: Runtime) -> None:
 
     def index_call(call: dict[str, Any], partition: int) -> None:
         entry = [call["started_at"], call["call_id"], call["number"], call["caller"], call["action"]]
-        read = functools.partial(rt.read, "call_index")
-        for key, value in call_index.additions(read, call["account_id"], partition, entry).items():
-            rt.write("call_index", key, value)
+        rt.index("call_index", call["account_id"], partition, entry)
 
     def watch(key: str, due: int | None) -> None:
         """One sweeps entry per open call that a rule may trip with no further event: its due time."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -18,6 +19,7 @@ from callscreen.control import Generation
 from callscreen.kafka import make_producer, partition_for
 from callscreen.settings import Settings
 from callscreen.topics import topic_specs
+from processors import call_index
 from processors.detectors import DetectorRules
 from processors.features import FeatureView
 from processors.live import LiveThresholds
@@ -236,6 +238,12 @@ class Runtime:
 
     def write(self, table: str, key: str, value: Any) -> None:
         self.tables[table][key.encode()] = orjson.dumps(value)
+
+    def index(self, table: str, account: str, partition: int, entry: list[Any], space: str = "calls") -> None:
+        """Add `entry` to the account's listing index kept in `table` (`processors.call_index`)."""
+        read = functools.partial(self.read, table)
+        for key, value in call_index.additions(read, account, partition, entry, space).items():
+            self.write(table, key, value)
 
     def delete(self, table: str, key: str) -> None:
         self.tables[table].pop(key.encode(), None)
