@@ -47,6 +47,8 @@ class Settings:
     follow_max_wait_ms: int = 50
     # A worker sends its tables' changed keys to their changelogs this often, each key's last value once.
     changelog_flush_ms: int = 200
+    # One block cache for all of a worker's RocksDB databases; their memtables are charged to it.
+    rocksdb_memory_mb: int = 32
     max_body_bytes: int = 65536
     max_future_at_s: int = 300
     # Rate limits (decisions.md section 5).

@@ -27,17 +27,9 @@ from processors.features import FeatureView
 from processors.live import thresholds_from
 from processors.mirror import FactMirror
 from processors.policy import load_policy
+from processors.rocks import RocksBudget
 from processors.runtime import DirectProducer, Runtime
 from processors.store import RocksStore
-
-# One database per table partition: RocksDB's defaults (64 MB memtables, three of them, and a large
-# block cache each) would let twenty of them grow a worker past its memory budget as the tables fill.
-ROCKSDB_OPTIONS = {
-    "block_cache_size": 8 * 1024 * 1024,
-    "block_cache_compressed_size": 0,
-    "write_buffer_size": 4 * 1024 * 1024,
-    "max_write_buffer_number": 2,
-}
 
 
 def make_faust_app(settings: Settings, app_id: str, datadir: Path) -> faust.App:
@@ -66,23 +58,25 @@ def make_faust_app(settings: Settings, app_id: str, datadir: Path) -> faust.App:
         stream_wait_empty=False,
         key_serializer="raw",
         value_serializer="raw",
-        rocksdb_options=ROCKSDB_OPTIONS,
         **extra,
     )
 
 
 def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> faust.App:
     app = make_faust_app(settings, generation.app_id(settings), worker_dir / "faust")
+    rocks = RocksBudget(settings.rocksdb_memory_mb)
     rt = Runtime(
         settings=settings,
         app=app,
-        view=FeatureView(RocksStore(worker_dir / "features")),
+        view=FeatureView(RocksStore(worker_dir / "features", rocks)),
         policy=load_policy(settings),
         live=thresholds_from(settings),
         detectors=rules_from(settings),
         direct=DirectProducer(settings),
+        rocks=rocks,
         generation=generation,
     )
+    rt.metrics.rocksdb_bytes.set_function(rocks.cache.get_usage)
     agents_calls.register(rt)
     agents_detect.register(rt)
     agents_alerts.register(rt)

@@ -1,4 +1,5 @@
-"""A worker's Prometheus instruments: fold latency, changelog records, consumer lag, replay progress."""
+"""A worker's Prometheus instruments: fold latency, changelog records, consumer lag, replay progress,
+RocksDB memory."""
 
 from __future__ import annotations
 
@@ -33,6 +34,11 @@ class WorkerMetrics:
             "callscreen_replay_remaining_records",
             "Records of a rebuild's replay this worker has still to fold, by topic.",
             ["topic"],
+            registry=self.registry,
+        )
+        self.rocksdb_bytes = Gauge(
+            "callscreen_rocksdb_bytes",
+            "Memory of the worker's RocksDB budget in use: block cache and the memtables charged to it.",
             registry=self.registry,
         )
         self.generation = Gauge(

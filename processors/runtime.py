@@ -13,6 +13,7 @@ from typing import Any
 import faust
 import orjson
 from aiokafka import AIOKafkaProducer
+from faust.stores.rocksdb import Store as RocksDBStore
 from faust.types import EventT
 
 from callscreen.control import Generation
@@ -27,6 +28,7 @@ from processors.metrics import WorkerMetrics
 from processors.outbox import Outbox
 from processors.policy import Policy
 from processors.replies import ReplyChannels
+from processors.rocks import BudgetedFaustOptions, RocksBudget
 from processors.write_behind import WriteBehindTable
 
 
@@ -79,6 +81,7 @@ class Runtime:
     live: LiveThresholds
     detectors: DetectorRules
     direct: DirectProducer
+    rocks: RocksBudget
     generation: Generation = field(default_factory=Generation)
     tables: dict[str, WriteBehindTable] = field(default_factory=dict)
     # Next offset to fold per (topic short name, partition): the progress a heartbeat reports.
@@ -229,6 +232,10 @@ class Runtime:
                 value_type=bytes,
             )
             self.app.tables.add(table)
+            store = table.data
+            if isinstance(store, RocksDBStore):
+                # Faust gives each table database its own cache; the worker's budget is shared.
+                store.rocksdb_options = BudgetedFaustOptions(self.rocks)
             self.tables[name] = table
         return self.tables[name]
 

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
-from rocksdict import Options, Rdict
+
+from processors.rocks import RocksBudget
 
 
 class Store(Protocol):
@@ -33,16 +34,11 @@ class MemoryStore:
 
 
 class RocksStore:
-    """JSON values in a RocksDB database, with small memtables so it fits in a worker's memory budget."""
+    """JSON values in a RocksDB database opened within the worker's RocksDB memory budget."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, budget: RocksBudget) -> None:
         path.mkdir(parents=True, exist_ok=True)
-        options = Options(raw_mode=True)
-        options.create_if_missing(True)
-        # RocksDB's 64 MB memtables would hold most of a large view in memory before the first flush.
-        options.set_write_buffer_size(4 * 1024 * 1024)
-        options.set_max_write_buffer_number(2)
-        self.db = Rdict(str(path), options)
+        self.db = budget.open(path)
 
     def get(self, key: str) -> Any:
         raw = self.db.get(key.encode())

@@ -340,6 +340,8 @@ async def test_worker_and_alerting_export_lag_folds_and_deliveries(
     worker = await scrape(http, worker_port)
     assert worker[("callscreen_fold_seconds_count", (("topic", "events"),))] >= 6
     assert worker[("callscreen_generation", ())] == 0
+    # The worker's tables and feature view hold data, and the budget's cache accounts for it.
+    assert 0 < worker[("callscreen_rocksdb_bytes", ())] <= 2 * hook_service.settings.rocksdb_memory_mb * 1024 * 1024
     alerting = await scrape(http, alerting_port)
     assert alerting[("callscreen_delivery_seconds_count", ())] >= 1
     alerts_lag = (("consumer", "alerting"), ("partition", "0"), ("topic", hook_service.settings.topic("alerts")))

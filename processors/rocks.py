@@ -1,0 +1,61 @@
+"""One memory budget for every RocksDB database a worker opens.
+
+A worker opens a database per table partition (six tables times the partitions it holds) and one
+for the feature view. With Faust's defaults each database gets its own 2 GiB block cache and up to
+three 64 MB memtables, so a worker's memory grew with its tables and with the partition count
+(`docs/architecture.md` has the measurement). Here every database shares one LRU block cache, index and
+filter blocks live in it, and a write-buffer manager charges the memtables to the same cache and
+flushes the largest once they pass half of it: the budget caps RocksDB's memory whatever the tables
+hold.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from faust.stores.rocksdb import RocksDBOptions
+from rocksdict import BlockBasedOptions, Cache, Options, Rdict, WriteBufferManager
+
+MB = 1024 * 1024
+# A memtable is flushed at this size even when the budget has room: keeps each flush short.
+MEMTABLE_BYTES = 4 * MB
+BLOOM_BITS_PER_KEY = 10
+
+
+class RocksBudget:
+    """The shared cache and write-buffer manager; `options()` opens a database within them."""
+
+    def __init__(self, megabytes: int) -> None:
+        self.capacity = megabytes * MB
+        self.cache = Cache(self.capacity)
+        self.write_buffers = WriteBufferManager.new_write_buffer_manager_with_cache(
+            self.capacity // 2, False, self.cache
+        )
+
+    def options(self) -> Options:
+        options = Options(raw_mode=True)
+        options.create_if_missing(True)
+        options.set_write_buffer_size(MEMTABLE_BYTES)
+        options.set_max_write_buffer_number(2)
+        options.set_write_buffer_manager(self.write_buffers)
+        table = BlockBasedOptions()
+        table.set_block_cache(self.cache)
+        table.set_cache_index_and_filter_blocks(True)
+        table.set_bloom_filter(BLOOM_BITS_PER_KEY, True)
+        options.set_block_based_table_factory(table)
+        return options
+
+    def open(self, path: Path) -> Rdict:
+        return Rdict(str(path), options=self.options())
+
+
+class BudgetedFaustOptions(RocksDBOptions):
+    """Faust's RocksDB options with every table database opened within one `RocksBudget`."""
+
+    def __init__(self, budget: RocksBudget) -> None:
+        super().__init__(use_rocksdict=True)
+        self.budget = budget
+
+    def as_options(self) -> Any:
+        return self.budget.options()

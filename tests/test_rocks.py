@@ -1,0 +1,87 @@
+"""One RocksDB memory budget per worker (`processors/rocks.py`): on RocksDB itself, and in the running
+worker, whose every table partition and feature view must be opened within it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aiohttp
+
+from processors.rocks import MB, MEMTABLE_BYTES, BudgetedFaustOptions, RocksBudget
+from tests.service import AccountKeys, RunningService
+from tests.traffic import post_all, script
+
+ROWS, ROW_BYTES = 4000, 500
+TABLES = ("alert_store", "billing", "call_index", "calls", "number_windows", "sweeps")
+
+
+def latest_options(db_dir: Path) -> dict[str, str]:
+    """The `key=value` lines of the newest OPTIONS file RocksDB wrote for a database."""
+    newest = max(db_dir.glob("OPTIONS-*"), key=lambda p: int(p.name.split("-")[1]))
+    pairs = (line.strip().split("=", 1) for line in newest.read_text().splitlines() if "=" in line)
+    options: dict[str, str] = {}
+    for key, value in pairs:
+        options.setdefault(key, value)
+    return options
+
+
+def test_every_database_reports_the_shared_cache_not_its_own(tmp_path: Path) -> None:
+    budget = RocksBudget(8)
+    dbs = [budget.open(tmp_path / "view"), BudgetedFaustOptions(budget).open(tmp_path / "table-0")]
+    try:
+        # Faust's own options would give each database a 2 GiB cache of its own.
+        assert [db.property_int_value("rocksdb.block-cache-capacity") for db in dbs] == [8 * MB, 8 * MB]
+        before = budget.cache.get_usage()
+        for i in range(2000):
+            dbs[1][f"key-{i}".encode()] = b"x" * 500
+        # Memtables are charged to the shared cache.
+        assert budget.cache.get_usage() > before
+    finally:
+        for db in dbs:
+            db.close()
+
+
+def flushed_or_flushing(budget_mb: int, root: Path) -> int:
+    """Six databases take 2 MB each, half a memtable: how many of them started a flush."""
+    budget = RocksBudget(budget_mb)
+    dbs = [budget.open(root / f"db-{i}") for i in range(6)]
+    try:
+        for db in dbs:
+            for i in range(ROWS):
+                db[f"key-{i}".encode()] = b"x" * ROW_BYTES
+        return sum(
+            1
+            for db in dbs
+            if db.property_int_value("rocksdb.total-sst-files-size")
+            or db.property_int_value("rocksdb.num-immutable-mem-table")
+        )
+    finally:
+        for db in dbs:
+            db.close()
+
+
+def test_memtables_across_databases_are_flushed_once_they_pass_half_the_budget(tmp_path: Path) -> None:
+    assert ROWS * ROW_BYTES < MEMTABLE_BYTES
+    # 12 MB of memtables against a 4 MB share of an 8 MB budget: some databases must flush early.
+    assert flushed_or_flushing(8, tmp_path / "small") >= 2
+    # Against 32 MB of a 64 MB budget nothing needs to: the flushes above came from the budget.
+    assert flushed_or_flushing(64, tmp_path / "large") == 0
+
+
+async def test_the_running_worker_opens_every_database_within_the_budget(
+    service: RunningService, http: aiohttp.ClientSession, account: AccountKeys
+) -> None:
+    answers = await post_all(http, service.base_url, account, script(seed=5, base=0, calls=1))
+    assert {status for status, _ in answers} == {200}
+    # Every worker's directory: a second worker may have joined the service and taken partitions.
+    tables = sorted(service.data_dir.glob("worker-*/gen-*/faust/v1/tables/*.db"))
+    assert {p.name for p in tables} == {
+        f"{table}-{partition}.db" for table in TABLES for partition in range(service.settings.partitions)
+    }
+    views = sorted(service.data_dir.glob("worker-*/gen-*/features"))
+    assert views
+    for db_dir in [*tables, *views]:
+        options = latest_options(db_dir)
+        # Faust's defaults are 64 MB memtables and index and filter blocks outside any cache.
+        assert (db_dir.name, options["write_buffer_size"]) == (db_dir.name, str(MEMTABLE_BYTES))
+        assert (db_dir.name, options["cache_index_and_filter_blocks"]) == (db_dir.name, "true")
