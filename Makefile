@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench bench-memory clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "needs $(PYTHON)"; exit 1; }
@@ -26,6 +26,9 @@ test: $(STAMP) lint
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
+
+bench-memory: $(STAMP)
+	$(BIN)/python -m bench.memory
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

@@ -53,7 +53,7 @@ async def prefill(
     try:
         for i in range(calls):
             account, number = pick(accounts, offset + i)
-            call_id = f"pre-{i}"
+            call_id = f"pre-{offset + i}"
             for record in records_for(account, number, call_id, base + i, rng):
                 key = f"{account.account_id}:{call_id}".encode()
                 pending.append(await producer.send(topic, orjson.dumps(record), key=key))

@@ -320,6 +320,11 @@ def rss_table(r: dict[str, Any]) -> list[str]:
         lines.append(f"| {role} | " + " | ".join(cells) + f" | {peak} |")
     if r.get("rss_bare_server") is not None:
         lines.append(f"| bare baseline server | {r['rss_bare_server']} (after its search) |" + " |" * len(snaps))
+    lines += [
+        "",
+        "These services fold a few thousand calls each. RSS as calls accumulate toward the issue's 100,000,",
+        "as far as the embedded broker goes: `docs/benchmarks-memory.md` (`make bench-memory`, about 5 minutes).",
+    ]
     return [*lines, ""]
 
 
