@@ -323,7 +323,7 @@ def rss_table(r: dict[str, Any]) -> list[str]:
     lines += [
         "",
         "These services fold a few thousand calls each. RSS as calls accumulate toward the issue's 100,000,",
-        "as far as the embedded broker goes: `docs/benchmarks-memory.md` (`make bench-memory`, about 5 minutes).",
+        "as far as the embedded broker goes: `docs/benchmarks-memory.md` (`make bench-memory`, about 3 minutes).",
     ]
     return [*lines, ""]
 
