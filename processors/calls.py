@@ -90,7 +90,8 @@ def start(
         return Outcome(200, {**first, "duplicate": True}, state=new_call(record, first), facts=[decided])
     refused = view.refusal(record["id"])
     if refused is not None:
-        return Outcome(refused["status"], refused["body"])
+        # Refused before (a replay, or a crash before the fact landed): the same answer and, again, its fact.
+        return refuse(record, refused["status"], refused["body"])
     number, at = record["number"], record["at"]
     numbers = view.numbers(account)
     created = number not in numbers
@@ -264,6 +265,9 @@ def merge_cost(call: dict[str, Any], record: dict[str, Any]) -> None:
 def end(state: dict[str, Any], record: dict[str, Any]) -> Outcome:
     call = dict(state)
     if call["state"] == "ended":
+        # The same end folded again (a crash before its fact landed) appends the fact again, a no-op for
+        # every fold that has it; any other end of an ended call is only a duplicate.
+        facts = [settled_fact(call)] if call.get("end_id") == record["id"] else []
         return Outcome(
             200,
             {
@@ -272,30 +276,36 @@ def end(state: dict[str, Any], record: dict[str, Any]) -> Outcome:
                 "spam_score": call["spam_score"],
                 "duplicate": True,
             },
+            facts=facts,
         )
     merge_cost(call, record)
     call["attrs"] = {**call["attrs"], **(record.get("attrs") or {})}
     call["ended_at"] = record["at"]
+    call["end_id"] = record["id"]
     call["reason"] = record["reason"]
     call["state"] = "ended"
     duration = max(0, round((record["at"] - call["started_at"]) / 1000))
     call["duration_s"] = duration
     call["spam_score"] = live_spam_score(call, duration, record["reason"])
-    fact = {
+    body = {"call_id": call["call_id"], "duration_s": duration, "spam_score": call["spam_score"]}
+    return Outcome(200, body, state=call, facts=[settled_fact(call)])
+
+
+def settled_fact(call: dict[str, Any]) -> dict[str, Any]:
+    """The fact of an ended call's settled score, identified by the end event that settled it."""
+    return {
         "kind": "call.settled",
-        "id": record["id"],
+        "id": call["end_id"],
         "account_id": call["account_id"],
         "call_id": call["call_id"],
         "number": call["number"],
         "caller": call["caller"],
-        "at": record["at"],
-        "duration_s": duration,
+        "at": call["ended_at"],
+        "duration_s": call["duration_s"],
         "spam_score": call["spam_score"],
         "cost": call["cost"],
         "quiet": call["quiet"],
     }
-    body = {"call_id": call["call_id"], "duration_s": duration, "spam_score": call["spam_score"]}
-    return Outcome(200, body, state=call, facts=[fact])
 
 
 LIVE_FIELDS = ("role", "turn", "chars", "words", "hash", "interrupted")
