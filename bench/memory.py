@@ -133,7 +133,8 @@ def render(results: dict[str, Any], command: str) -> str:
         "## RSS (MB) after each round",
         "",
         "The worker's RocksDB: its `callscreen_rocksdb_bytes` gauge (block cache and memtables in use), part of",
-        "its RSS. Cores busy: CPU seconds over the round's wall time (1.0 is one core), append and fold together.",
+        "its RSS. Folded in: from the round's last append (at least 1.2 s, the wait for a heartbeat after it).",
+        "Cores busy: CPU seconds over the round's wall time (1.0 is one core), append and fold together.",
         "",
         "| calls | append /s | folded in (s) | edge | worker | worker's RocksDB | broker | alerting | "
         "broker cores busy | worker cores busy |",
@@ -142,14 +143,17 @@ def render(results: dict[str, Any], command: str) -> str:
     for row in rows:
         rss = row["rss"]
         mb = [f"{rss[role]['rss_mb']}" if role in rss else "—" for role in ROLES]
-        mb.insert(2, str(row.get("rocksdb_mb") or "—"))
+        mb.insert(2, "—" if row.get("rocksdb_mb") is None else str(row["rocksdb_mb"]))
         busy = row.get("cores_busy", {})
         out.append(
             f"| {row['calls']:,} | {row.get('append_per_s', '—')} | {folded_in(row)} | "
             + " | ".join(mb)
             + f" | {busy.get('broker (tansu)', '—')} | {busy.get('worker', '—')} |"
         )
-    out += ["", "## Reading it", "", *reading(results), BROKER_NOTE, ""]
+    out += ["", "## Reading it", "", *reading(results)]
+    if results["stopped"].startswith("the worker did not fold"):
+        out.append(BROKER_NOTE)
+    out.append("")
     return "\n".join(out)
 
 
@@ -183,7 +187,7 @@ def reading(results: dict[str, Any]) -> list[str]:
         "over its capacity (standalone: 24 databases, up to 300,000 rows).",
         f"- Extrapolated, not measured: were the rest to keep growing at that rate, the worker would hold about "
         f"{estimate:.0f} MB at {TARGET_CALLS:,} calls (the rest, plus RocksDB at {rocks_cap:.0f} MB); the target "
-        "is 400 MB. The edge and alerting hold no per-call state and stay flat.",
+        "is 400 MB.",
     ]
 
 

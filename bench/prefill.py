@@ -42,7 +42,8 @@ async def prefill(
     settings: Settings, accounts: list[BenchAccount], calls: int, offset: int = 0, seed: int = 7
 ) -> dict[str, float]:
     """`calls` calls (start and end) spread round-robin over every account's every number."""
-    rng = random.Random(seed)
+    # Each round its own callers: state kept per caller grows as it would with real traffic.
+    rng = random.Random(seed * 1_000_003 + offset)
     topic = settings.topic("events")
     producer = make_producer(settings)
     await producer.start()
