@@ -37,6 +37,10 @@ class RateLimiter:
             return 0.0
         return (1.0 - bucket.tokens) / rate
 
+    def remaining(self, subject: str, now: float) -> float:
+        """Tokens left for `subject` as this edge knows them."""
+        return self._refilled(subject, now).tokens
+
     def debit(self, subject: str, spent: int, now: float) -> None:
         """Spend what another edge admitted for the same subject; the debt is bounded by one window."""
         bucket = self._refilled(subject, now)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -27,6 +28,9 @@ HEARTBEAT_STALE_S = 5.0
 # How often an edge tells the others what it admitted: at 1,200 events a minute, 0.2 s (plus a follow hop)
 # lets an account overshoot by a few events per edge, well inside the 10% decisions.md allows.
 USAGE_REPORT_S = 0.2
+# Within the last tenth of its limit an account's admissions are reported at once: what another edge
+# admits before it hears of them is the overshoot, and a fast burst admits a lot in 0.2 s.
+URGENT_BELOW = 0.1
 
 
 class Edge:
@@ -41,6 +45,7 @@ class Edge:
         self.read_limiter = RateLimiter(settings.reads_per_minute)
         self.event_limiter = RateLimiter(settings.events_per_minute)
         self.event_usage = UsageLedger()
+        self._usage_urgent = asyncio.Event()
         self.workers: dict[str, tuple[float, frozenset[int], bool]] = {}
         self.last_write_ok = 0.0
         self._tasks: list[asyncio.Task[None]] = []
@@ -94,7 +99,9 @@ class Edge:
     async def _share_usage(self) -> None:
         """Every edge debits the others' admissions from its own buckets: one account limit across edges."""
         while True:
-            await asyncio.sleep(USAGE_REPORT_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._usage_urgent.wait(), USAGE_REPORT_S)
+            self._usage_urgent.clear()
             events = self.event_usage.drain()
             if not events:
                 continue
@@ -140,6 +147,9 @@ class Edge:
         """The account's event limit, shared with the other edges through the status topic."""
         self.limit(self.event_limiter, account_id)
         self.event_usage.add(account_id)
+        limiter = self.event_limiter
+        if limiter.remaining(account_id, time.monotonic()) < URGENT_BELOW * limiter.limit:
+            self._usage_urgent.set()
 
     async def append(self, topic: str, key: str, record: dict[str, Any]) -> None:
         """Append one record and wait for the broker's ack; 503 when the log cannot take it."""

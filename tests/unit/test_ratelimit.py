@@ -32,3 +32,12 @@ def test_ledger_drains_what_was_admitted_since_the_last_report() -> None:
         ledger.add(subject)
     assert ledger.drain() == {"a": 2, "b": 1}
     assert ledger.drain() == {}
+
+
+def test_remaining_is_what_this_edge_knows_is_left_refilling_with_time() -> None:
+    limiter = RateLimiter(limit=60, window_s=60.0)
+    assert limiter.remaining("a", 0.0) == 60.0
+    limiter.take("a", 0.0)
+    limiter.debit("a", 50, 0.0)
+    assert limiter.remaining("a", 0.0) == 9.0
+    assert limiter.remaining("a", 3.0) == 12.0
