@@ -24,7 +24,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.prefill import prefill
-from bench.run import ROOT, loadavg, machine, snapshot_rss
+from bench.run import ROOT, Budget, loadavg, machine, snapshot_rss
 from bench.service import Progress, Service, create_accounts, start_service
 from bench.traffic import NUMBERS_PER_ACCOUNT
 from callscreen.broker import free_port
@@ -66,11 +66,11 @@ async def measure(args: argparse.Namespace, service: Service) -> dict[str, Any]:
     pids = service.processes()
     rows: list[dict[str, Any]] = [{"calls": 0, "rss": snapshot_rss(service)}]
     stopped = f"reached {args.calls} calls"
-    started = time.monotonic()
+    budget = Budget(args.budget)
     try:
         calls = 0
         while calls < args.calls:
-            if time.monotonic() - started > args.budget:
+            if budget.left() <= 0:
                 stopped = f"time budget of {args.budget:.0f} s spent"
                 break
             size = min(args.round, args.calls - calls)
@@ -91,7 +91,7 @@ async def measure(args: argparse.Namespace, service: Service) -> dict[str, Any]:
                 "rocksdb_mb": await rocksdb_mb(service.settings.metrics_port),
             }
             rows.append(row)
-            print(f"[{time.monotonic() - started:6.1f}s] {row}", file=sys.stderr, flush=True)
+            print(f"[{budget.elapsed():6.1f}s] {row}", file=sys.stderr, flush=True)
             if drained == float("inf"):
                 stopped = (
                     f"the worker did not fold round {len(rows) - 1} within {args.drain_timeout:.0f} s "
@@ -106,7 +106,7 @@ async def measure(args: argparse.Namespace, service: Service) -> dict[str, Any]:
         "stopped": stopped,
         "numbers": numbers,
         "rocksdb_memory_mb": service.settings.rocksdb_memory_mb,
-        "seconds": round(time.monotonic() - started, 1),
+        "seconds": round(budget.elapsed(), 1),
     }
 
 

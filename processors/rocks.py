@@ -30,10 +30,9 @@ class RocksBudget:
     """The shared cache and write-buffer manager; `options()` opens a database within them."""
 
     def __init__(self, megabytes: int) -> None:
-        self.capacity = megabytes * MB
-        self.cache = Cache(self.capacity)
+        self.cache = Cache(megabytes * MB)
         self.write_buffers = WriteBufferManager.new_write_buffer_manager_with_cache(
-            self.capacity // 2, False, self.cache
+            megabytes * MB // 2, False, self.cache
         )
 
     def options(self) -> Options:
