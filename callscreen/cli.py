@@ -24,11 +24,15 @@ def parser() -> argparse.ArgumentParser:
 
     def command(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("--broker", help="kafka://host:port (default: the embedded broker)")
+        p.add_argument(
+            "--broker",
+            help="kafka://host:port[,host:port] for a cluster, or memory for the in-memory development broker "
+            "(default: the local Apache Kafka under --data-dir)",
+        )
         p.add_argument("--data-dir", dest="data_dir")
         return p
 
-    run = command("run", "start the broker (unless named), the workers and the HTTP edge")
+    run = command("run", "start the local Kafka (unless a broker is named), the workers and the HTTP edge")
     run.add_argument("--host")
     run.add_argument("--port", type=int)
     run.add_argument("--workers", type=int)

@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from aiokafka import TopicPartition
 
-from callscreen.kafka import make_consumer, make_producer, read_all
+from callscreen.kafka import make_consumer, make_producer, partitions, read_all
 from callscreen.settings import Settings
 
 SOURCE_TOPICS = ("events", "decisions", "alerts", "billing", "deliveries")
@@ -77,8 +76,7 @@ async def source_ends(settings: Settings) -> dict[str, dict[str, int]]:
         ends: dict[str, dict[str, int]] = {}
         for name in SOURCE_TOPICS:
             topic = settings.topic(name)
-            partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-            offsets = await consumer.end_offsets(partitions) if partitions else {}
+            offsets = await consumer.end_offsets(await partitions(consumer, topic))
             ends[name] = {str(tp.partition): offset for tp, offset in offsets.items()}
         return ends
     finally:

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from callscreen.kafka import make_consumer
+from callscreen.kafka import make_consumer, partitions
 from callscreen.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -31,12 +31,9 @@ class TopicFollower:
 
     async def start(self) -> None:
         # Followers are off the answer path: a longer broker wait keeps an idle service quiet.
-        consumer = self.consumer = make_consumer(self.settings, fetch_max_wait_ms=self.settings.follow_max_wait_ms)
+        consumer = self.consumer = make_consumer(self.settings, follower=True)
         await consumer.start()
-        partitions = consumer.partitions_for_topic(self.topic)
-        if not partitions:
-            raise RuntimeError(f"topic {self.topic} does not exist")
-        assigned = [TopicPartition(self.topic, p) for p in sorted(partitions)]
+        assigned = await partitions(consumer, self.topic)
         consumer.assign(assigned)
         await consumer.seek_to_beginning(*assigned)
         self._targets = {tp: off for tp, off in (await consumer.end_offsets(assigned)).items() if off > 0}

@@ -15,7 +15,7 @@ import uuid
 from typing import Any, TextIO
 
 import orjson
-from aiokafka import TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from callscreen.control import SOURCE_TOPICS, current_generation, source_ends
 from callscreen.kafka import make_consumer, make_producer
@@ -23,6 +23,8 @@ from callscreen.settings import Settings
 from callscreen.times import now_ms
 
 FOLDED_BY_AGENTS = tuple(t for t in SOURCE_TOPICS if t != "deliveries")
+# Workers beat every second: this long without one means none is running.
+WORKER_WAIT_S = 5.0
 
 
 def progress_line(done: int, total: int, partitions_done: int, partitions: int, elapsed: float) -> str:
@@ -59,11 +61,22 @@ def tally(
     return done, total, finished, ready
 
 
+async def wait_for_a_worker(consumer: AIOKafkaConsumer, wait_s: float = WORKER_WAIT_S) -> None:
+    """The running workers fold the rebuild; without one it would wait forever, so say so at once."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        for messages in (await consumer.getmany(timeout_ms=250)).values():
+            if any(orjson.loads(m.value).get("kind") == "worker.heartbeat" for m in messages):
+                return
+    raise RuntimeError(
+        "no worker is running on this log: the running service's workers do the rebuild; "
+        "start `callscreen run` and run `callscreen rebuild` again"
+    )
+
+
 async def rebuild(settings: Settings, out: TextIO = sys.stderr, timeout_s: float = 600.0) -> dict[str, Any]:
-    generation = (await current_generation(settings)).number + 1
-    targets = await source_ends(settings)
     status_topic = settings.topic("status")
-    consumer = make_consumer(settings, fetch_max_wait_ms=settings.follow_max_wait_ms)
+    consumer = make_consumer(settings, follower=True)
     producer = make_producer(settings)
     await consumer.start()
     await producer.start()
@@ -71,6 +84,9 @@ async def rebuild(settings: Settings, out: TextIO = sys.stderr, timeout_s: float
         tp = TopicPartition(status_topic, 0)
         consumer.assign([tp])
         await consumer.seek_to_end(tp)
+        await wait_for_a_worker(consumer)
+        generation = (await current_generation(settings)).number + 1
+        targets = await source_ends(settings)
         record = {
             "kind": "generation",
             "id": uuid.uuid4().hex,

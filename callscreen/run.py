@@ -1,4 +1,8 @@
-"""`callscreen run`: the embedded broker (unless one is named), the workers and the HTTP edge."""
+"""`callscreen run`: the broker (unless one is named), the workers, the alerting role and the HTTP edge.
+
+Start order is broker, topics, roles; stop order is the reverse, so everything the roles had
+acknowledged is in the broker's log before the broker itself stops.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +17,9 @@ from pathlib import Path
 from aiohttp import web
 
 from callscreen.admin import Admin
-from callscreen.broker import EmbeddedBroker
-from callscreen.kafka import ensure_topics
+from callscreen.broker import StartedBroker, broker_to_start, forget_broker, record_broker
+from callscreen.kafka import BrokerUnreachable, TopicProblem, ensure_topics
+from callscreen.localkafka import BrokerUnavailable, die_with_this_process
 from callscreen.settings import Settings, to_env
 from ingest.app import init_app
 from ingest.service import EDGE
@@ -22,36 +27,41 @@ from ingest.service import EDGE
 log = logging.getLogger("callscreen.run")
 
 STOP_GRACE_S = 6.0
+Children = list[tuple[str, int, subprocess.Popen[bytes]]]
 
 
 def start_child(settings: Settings, role: str, index: int = 0) -> subprocess.Popen[bytes]:
-    """A worker or the alerting role as its own process, with the same settings."""
+    """A worker or the alerting role as its own process, with the same settings.
+
+    If `run` itself is killed, the roles are killed with it (SIGKILL: both resume from the log, and a
+    clean stop would race the broker's own), and the broker gets a SIGTERM and stops cleanly.
+    """
     port = settings.metrics_port and settings.metrics_port + (index if role == "worker" else settings.workers)
     env = {**os.environ, **to_env(settings.with_overrides(worker_index=index, role=role, metrics_port=port))}
     command = [sys.executable, "-m", "callscreen.cli", "run", "--role", role, "--data-dir", settings.data_dir]
     # The ready line and the demo key own stdout; a child's console output goes to stderr.
-    return subprocess.Popen(command, env=env, stdout=sys.stderr)
+    return subprocess.Popen(command, env=env, stdout=sys.stderr, preexec_fn=die_with_this_process(signal.SIGKILL))
 
 
-def start_children(settings: Settings) -> list[tuple[str, int, subprocess.Popen[bytes]]]:
+def start_children(settings: Settings) -> Children:
     children = [("worker", index, start_child(settings, "worker", index)) for index in range(settings.workers)]
     children.append(("alerting", 0, start_child(settings, "alerting")))
     return children
 
 
-async def supervise(
-    settings: Settings,
-    children: list[tuple[str, int, subprocess.Popen[bytes]]],
-    stop: asyncio.Event,
-    broker: EmbeddedBroker | None,
-) -> None:
-    """Restart a child that died; the log and its committed offsets let it resume where it was."""
+async def supervise(settings: Settings, children: Children, stop: asyncio.Event, broker: StartedBroker | None) -> None:
+    """Restart a child or a durable broker that died; the log and committed offsets let them resume."""
     while not stop.is_set():
         if broker is not None and not broker.alive():
-            # Its topics died with it: every table here is now ahead of a log that no longer exists.
-            log.error("the embedded broker stopped and its topics are gone; stopping rather than serve stale state")
-            stop.set()
-            return
+            if not broker.durable:
+                # Its topics died with it: every table here is now ahead of a log that no longer exists.
+                log.error(
+                    "the in-memory broker stopped and its topics are gone; stopping rather than serve stale state"
+                )
+                stop.set()
+                return
+            log.error("the local Kafka exited; starting it again on its log", extra={"log": str(broker.log_file)})
+            await asyncio.to_thread(broker.start)
         for position, (role, index, process) in enumerate(children):
             if process.poll() is not None:
                 log.warning(
@@ -61,7 +71,7 @@ async def supervise(
         await asyncio.sleep(0.5)
 
 
-def stop_processes(children: list[tuple[str, int, subprocess.Popen[bytes]]]) -> None:
+def stop_processes(children: Children) -> None:
     processes = [process for _, _, process in children]
     for process in processes:
         if process.poll() is None:
@@ -107,52 +117,66 @@ async def print_demo(settings: Settings) -> None:
     )
 
 
+def refuse(reason: str) -> int:
+    print(f"callscreen: {reason}", file=sys.stderr, flush=True)
+    return 2
+
+
 def run(settings: Settings, demo: bool = False) -> int:
     """Run the roles asked for until SIGINT or SIGTERM; returns the exit code."""
-    if settings.role == "worker":
-        from processors.worker import run_worker
-
-        run_worker(settings)
-        return 0
-    if settings.role == "alerting":
-        from alerting.service import run_alerting
-
-        asyncio.run(run_alerting(settings))
-        return 0
+    if settings.role in ("worker", "alerting"):
+        try:
+            asyncio.run(ensure_topics(settings))
+        except (TopicProblem, BrokerUnreachable) as exc:
+            return refuse(str(exc))
+        return run_role(settings)
     data_dir = Path(settings.data_dir)
-    broker = None
-    if not settings.broker:
-        # Memory-only: it starts empty, and each worker then sees its tables belong to another log.
-        broker = EmbeddedBroker(data_dir, settings.host if settings.host.startswith("127.") else "127.0.0.1")
-        broker.start()
-        settings = settings.with_overrides(broker=broker.url, embedded_broker=True)
-        print(
-            f"embedded broker on {broker.url} (memory only: its topics are gone when it stops; "
-            "use --broker for anything you want to keep)",
-            file=sys.stderr,
-            flush=True,
-        )
-    children: list[tuple[str, int, subprocess.Popen[bytes]]] = []
+    broker = broker_to_start(settings)
+    if broker is not None:
+        try:
+            broker.start()
+        except BrokerUnavailable as exc:
+            return refuse(str(exc))
+        settings = settings.with_overrides(broker=broker.url)
+        record_broker(data_dir, broker, os.getpid())
+        if not broker.durable:
+            print(
+                f"in-memory broker on {broker.url}: its topics are gone when it stops (for development only)",
+                file=sys.stderr,
+                flush=True,
+            )
+    children: Children = []
     lost = False
     try:
-        asyncio.run(ensure_topics(settings))
+        try:
+            asyncio.run(ensure_topics(settings))
+        except (TopicProblem, BrokerUnreachable) as exc:
+            return refuse(str(exc))
         if settings.role == "all":
             children = start_children(settings)
         asyncio.run(_serve_until_signal(settings, demo, children, broker))
     finally:
         stop_processes(children)
         if broker is not None:
-            lost = not broker.alive()
+            lost = not broker.durable and not broker.alive()
             broker.stop()
+            forget_broker(data_dir)
     return 1 if lost else 0
 
 
-async def _serve_until_signal(
-    settings: Settings,
-    demo: bool,
-    children: list[tuple[str, int, subprocess.Popen[bytes]]],
-    broker: EmbeddedBroker | None,
-) -> None:
+def run_role(settings: Settings) -> int:
+    if settings.role == "worker":
+        from processors.worker import run_worker
+
+        run_worker(settings)
+        return 0
+    from alerting.service import run_alerting
+
+    asyncio.run(run_alerting(settings))
+    return 0
+
+
+async def _serve_until_signal(settings: Settings, demo: bool, children: Children, broker: StartedBroker | None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -14,6 +14,11 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+# `--broker memory`: the in-memory development broker, which `run` then names with this scheme so every
+# client knows to apply its workarounds (callscreen/kafka.py).
+MEMORY_BROKER = "memory"
+MEMORY_SCHEME = "tansu://"
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -21,9 +26,21 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8080
     data_dir: str = "./data"
+    # "" starts the local Apache Kafka under data_dir; "memory" the in-memory development broker;
+    # "kafka://host:port[,host:port]" names a cluster (decisions.md section 15).
     broker: str = ""
-    # Set by `callscreen run` when it started the memory-only Tansu broker itself.
-    embedded_broker: bool = False
+    # Client security for a named cluster, for every role and admin command alike.
+    kafka_security_protocol: str = "PLAINTEXT"
+    kafka_sasl_mechanism: str = ""
+    kafka_sasl_username: str = ""
+    kafka_sasl_password: str = ""
+    kafka_ca_file: str = ""
+    # Topics the service creates itself.
+    replication_factor: int = 1
+    min_insync_replicas: int = 1
+    # The local Apache Kafka: its jar cache (default ~/.cache/callscreen/kafka-<version>) and heap.
+    kafka_home: str = ""
+    kafka_heap_mb: int = 512
     partitions: int = 4
     reply_partitions: int = 8
     # Answers go straight back to the asking edge over TCP (the replies topic is the fallback). The edge
@@ -42,9 +59,8 @@ class Settings:
     metrics_port: int = 0
     # Answer path.
     answer_deadline_s: float = 2.0
-    # The broker holds an empty fetch this long: short on the answer path, longer for followers.
-    fetch_max_wait_ms: int = 5
-    follow_max_wait_ms: int = 50
+    # The longest a broker holds a fetch that finds nothing new; one that finds a record returns at once.
+    fetch_max_wait_ms: int = 500
     # A worker sends its tables' changed keys to their changelogs this often, each key's last value once.
     changelog_flush_ms: int = 200
     # One block cache for all of a worker's RocksDB databases; their memtables are charged to it.
@@ -109,6 +125,11 @@ class Settings:
     webhook_ca_file: str = ""
     webhook_allow_private: bool = False
     webhook_concurrency: int = 32
+
+    @property
+    def memory_broker(self) -> bool:
+        """True on the in-memory development broker, whose faults the clients work around."""
+        return self.broker.startswith(MEMORY_SCHEME)
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}.{name}"

@@ -31,8 +31,7 @@ class ReplyRouter:
         self.partition = partition
         self.edge_id = uuid.uuid4().hex[:12]
         # With direct replies the topic is only the fallback: poll it like a follower, not the answer path.
-        wait = settings.follow_max_wait_ms if settings.direct_replies else settings.fetch_max_wait_ms
-        self.consumer = make_consumer(settings, fetch_max_wait_ms=wait)
+        self.consumer = make_consumer(settings, follower=settings.direct_replies)
         self.pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._task: asyncio.Task[None] | None = None
         self.direct = settings.direct_replies

@@ -58,7 +58,10 @@ class Edge:
     def _fold_status(self, record: dict[str, Any]) -> None:
         if record.get("kind") == "worker.heartbeat":
             parts = frozenset(int(p) for p in record.get("partitions", []))
-            self.workers[str(record["worker"])] = (time.monotonic(), parts, bool(record.get("ready")))
+            # When it was sent, not when this edge read it: at start-up the follower replays old beats, and
+            # a worker that died since must not count as ready.
+            age = max(0.0, time.time() - float(record.get("sent_at", 0)))
+            self.workers[str(record["worker"])] = (time.monotonic() - age, parts, bool(record.get("ready")))
         elif record.get("kind") == "worker.stopped":
             self.workers.pop(str(record["worker"]), None)
         elif record.get("kind") == "edge.usage" and record.get("edge") != self.replies.edge_id:

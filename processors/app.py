@@ -16,13 +16,13 @@ import orjson
 
 from callscreen.control import SOURCE_TOPICS, Generation, latest
 from callscreen.follow import TopicFollower
-from callscreen.kafka import SINGLE_RECORD_BATCH_BYTES, make_consumer
+from callscreen.kafka import MEMORY_BATCH_BYTES, bootstrap, fetch_wait_ms, make_consumer, tls_context
 from callscreen.metrics import record_lag
 from callscreen.metrics import serve as serve_metrics
 from callscreen.settings import Settings
 from processors import agents_alerts, agents_calls, agents_detect, queries
 from processors.detectors import rules_from
-from processors.faust_tuning import set_fetch_max_wait
+from processors.faust_tuning import tune_consumer
 from processors.features import FeatureView
 from processors.live import thresholds_from
 from processors.mirror import FactMirror
@@ -34,13 +34,16 @@ from processors.store import RocksStore
 
 def make_faust_app(settings: Settings, app_id: str, datadir: Path) -> faust.App:
     """A Faust app with the worker's settings (also the bench's Faust floor)."""
-    set_fetch_max_wait(settings.fetch_max_wait_ms)
+    tune_consumer(fetch_wait_ms(settings), settings.memory_broker)
     extra: dict[str, Any] = {}
-    if settings.embedded_broker:
-        extra["producer_max_batch_size"] = SINGLE_RECORD_BATCH_BYTES
+    if settings.memory_broker:
+        extra["producer_max_batch_size"] = MEMORY_BATCH_BYTES
+    credentials = faust_credentials(settings)
+    if credentials is not None:
+        extra["broker_credentials"] = credentials
     return faust.App(
         app_id,
-        broker=settings.broker,
+        broker="kafka://" + bootstrap(settings),
         store="rocksdb://",
         datadir=str(datadir),
         topic_partitions=settings.partitions,
@@ -60,6 +63,21 @@ def make_faust_app(settings: Settings, app_id: str, datadir: Path) -> faust.App:
         value_serializer="raw",
         **extra,
     )
+
+
+def faust_credentials(settings: Settings) -> Any:
+    """The deployment's TLS and SASL settings in Faust's terms (aiokafka gets them from callscreen.kafka)."""
+    context = tls_context(settings)
+    if settings.kafka_security_protocol.upper().startswith("SASL"):
+        return faust.SASLCredentials(
+            username=settings.kafka_sasl_username,
+            password=settings.kafka_sasl_password,
+            ssl_context=context,
+            mechanism=settings.kafka_sasl_mechanism.upper(),
+        )
+    if context is not None:
+        return faust.SSLCredentials(context)
+    return None
 
 
 def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> faust.App:
@@ -132,9 +150,9 @@ def register_housekeeping(rt: Runtime) -> None:
         rt.metrics.generation.set(rt.generation.number)
         for name, parts in replay.items():
             rt.metrics.replay_remaining.labels(name).set(sum(max(0, t - d) for d, t in parts.values()))
-        if mirror.consumer is not None:
-            await record_lag(rt.metrics.lag, "worker", mirror.consumer, positions)
-            await record_lag(rt.metrics.lag, "mirror", mirror.consumer, dict(mirror.positions))
+        if mirror.offsets is not None:
+            await record_lag(rt.metrics.lag, "worker", mirror.offsets, positions)
+            await record_lag(rt.metrics.lag, "mirror", mirror.offsets, dict(mirror.positions))
 
     @app.task
     async def flush_changelogs() -> None:

@@ -40,6 +40,9 @@ class FactMirror:
         self.positions: dict[TopicPartition, int] = {}
         self.moved = asyncio.Condition()
         self.consumer: AIOKafkaConsumer | None = None
+        # End offsets come from a consumer that never fetches: a broker answers a connection's requests in
+        # order, so asking the following consumer would wait out its long poll.
+        self.offsets: AIOKafkaConsumer | None = None
         self.targets = {
             TopicPartition(settings.topic(name), int(p)): offset
             for name in ("decisions", "deliveries")
@@ -48,9 +51,11 @@ class FactMirror:
         }
 
     async def run(self) -> None:
-        consumer = self.make_consumer(self.settings, fetch_max_wait_ms=self.settings.follow_max_wait_ms)
+        consumer = self.make_consumer(self.settings, follower=True)
+        offsets = self.make_consumer(self.settings)
         await consumer.start()
-        self.consumer = consumer
+        await offsets.start()
+        self.consumer, self.offsets = consumer, offsets
         try:
             partitions = [TopicPartition(t, p) for t in self.topics for p in range(self.settings.partitions)]
             consumer.assign(partitions)
@@ -72,14 +77,15 @@ class FactMirror:
                     self.moved.notify_all()
         finally:
             await consumer.stop()
+            await offsets.stop()
 
     async def level(self) -> None:
         """Wait until the view holds every fact appended before this call: another worker's decisions are
         then visible to the next event, as they are when one worker holds every partition."""
-        if self.consumer is None:
+        if self.offsets is None:
             await self.caught_up.wait()
-            assert self.consumer is not None
-        ends = await self.consumer.end_offsets(list(self.positions))
+            assert self.offsets is not None
+        ends = await self.offsets.end_offsets(list(self.positions))
         try:
             async with asyncio.timeout(self.settings.answer_deadline_s), self.moved:
                 await self.moved.wait_for(lambda: all(self.positions[tp] >= end for tp, end in ends.items()))
