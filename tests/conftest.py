@@ -9,22 +9,39 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from callscreen.localkafka import LocalKafka
 from tests.service import AccountKeys, RunningService, create_account, start_service
 
 
 @pytest.fixture(scope="session")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
-    """`callscreen run` with the embedded broker, or against CALLSCREEN_TEST_BROKER when set."""
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One Apache Kafka for the whole run (its start-up is paid once), or CALLSCREEN_TEST_BROKER's.
+
+    Every service on it gets topics and consumer groups of its own (`tests.service.isolated`).
+    """
+    named = os.environ.get("CALLSCREEN_TEST_BROKER")
+    if named:
+        yield named
+        return
+    broker = LocalKafka(tmp_path_factory.mktemp("kafka"))
+    broker.start()
+    yield broker.url
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
+def service(kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
+    """`callscreen run` on the session's Kafka: most tests share it, each with accounts of its own."""
     data_dir: Path = tmp_path_factory.mktemp("service") / "data"
-    running = start_service(data_dir, os.environ.get("CALLSCREEN_TEST_BROKER", ""))
+    running = start_service(data_dir, kafka)
     yield running
     running.stop()
 
 
 @pytest.fixture(scope="session")
-def log_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
+def log_service(kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
     """A service of its own for the tests that restart, kill or rebuild its parts."""
-    running = start_service(tmp_path_factory.mktemp("log") / "data")
+    running = start_service(tmp_path_factory.mktemp("log") / "data", kafka)
     yield running
     running.stop()
 

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,10 @@ import aiohttp
 import orjson
 
 from callscreen.admin import Admin
-from callscreen.broker import BROKER_FILE, free_port
+from callscreen.broker import BROKER_FILE
 from callscreen.control import source_ends
 from callscreen.kafka import read_all
+from callscreen.ports import free_port
 from callscreen.settings import Settings, load_settings
 
 READY_PREFIX = "callscreen ready on "
@@ -35,6 +37,8 @@ class RunningService:
     settings: Settings
     data_dir: Path
     stdout_lines: list[str] = field(default_factory=list)
+    # What locates it for another process (an admin command, a second edge): broker, topic prefix, app id.
+    env: dict[str, str] = field(default_factory=dict)
 
     def stop(self, timeout_s: float = 15.0) -> int:
         if self.process.poll() is None:
@@ -42,16 +46,32 @@ class RunningService:
         return self.process.wait(timeout=timeout_s)
 
 
+def isolated(env: dict[str, str] | None = None) -> dict[str, str]:
+    """Topics and consumer groups of their own on a shared broker: a fresh prefix unless `env` names one."""
+    env = dict(env or {})
+    if "CALLSCREEN_TOPIC_PREFIX" not in env:
+        prefix = f"t{uuid.uuid4().hex[:10]}"
+        env.update(CALLSCREEN_TOPIC_PREFIX=prefix, CALLSCREEN_APP_ID=f"{prefix}-worker")
+    return env
+
+
 def start_service(data_dir: Path, broker: str = "", *extra: str, env: dict[str, str] | None = None) -> RunningService:
-    """Start `callscreen run` and return once it printed its ready line."""
+    """Start `callscreen run` and return once it printed its ready line.
+
+    With a `broker` URL the service gets topics of its own on it (`isolated`); with none, `run` starts
+    its own local Kafka under `data_dir`, as it does for a user.
+    """
     port = free_port()
     command = [sys.executable, "-m", "callscreen.cli", "run", "--port", str(port), "--data-dir", str(data_dir), *extra]
+    locator: dict[str, str] = {}
+    if broker and broker != "memory":
+        env = isolated(env)
+        locator = {k: env[k] for k in ("CALLSCREEN_TOPIC_PREFIX", "CALLSCREEN_APP_ID")} | {"CALLSCREEN_BROKER": broker}
     if broker:
         command += ["--broker", broker]
+    env = {**os.environ, **(env or {})}
     with open(data_dir.parent / f"{data_dir.name}.log", "a") as log:
-        process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, **(env or {})}
-        )
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
     lines: list[str] = []
     deadline = time.monotonic() + START_TIMEOUT_S
     assert process.stdout is not None
@@ -66,14 +86,9 @@ def start_service(data_dir: Path, broker: str = "", *extra: str, env: dict[str, 
         process.kill()
         raise TimeoutError("callscreen run did not get ready")
     base_url = lines[-1][len(READY_PREFIX) :].strip()
-    if broker:
-        broker_url, embedded = broker, os.environ.get("CALLSCREEN_EMBEDDED_BROKER") == "1"
-    else:
-        broker_url, embedded = json.loads((data_dir / BROKER_FILE).read_text())["broker"], True
-    settings = load_settings({**os.environ, **(env or {})}).with_overrides(
-        broker=broker_url, embedded_broker=embedded, data_dir=str(data_dir)
-    )
-    return RunningService(process, base_url, settings, data_dir, lines)
+    broker_url = json.loads((data_dir / BROKER_FILE).read_text())["broker"] if broker in ("", "memory") else broker
+    settings = load_settings(env).with_overrides(broker=broker_url, data_dir=str(data_dir))
+    return RunningService(process, base_url, settings, data_dir, lines, locator)
 
 
 @dataclass

@@ -15,7 +15,7 @@ from tests.service import AccountKeys, RunningService, wait_for_status
 
 
 async def cli(service: RunningService, *args: str) -> tuple[int, Any, str]:
-    """Run `callscreen ARGS --data-dir <the service's>` so it finds the broker `run` recorded."""
+    """Run `callscreen ARGS --data-dir <the service's>` with the service's broker and topics."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -25,7 +25,7 @@ async def cli(service: RunningService, *args: str) -> tuple[int, Any, str]:
         str(service.data_dir),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env={**os.environ},
+        env={**os.environ, **service.env},
     )
     out, err = await process.communicate()
     code = await process.wait()

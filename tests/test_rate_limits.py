@@ -67,9 +67,7 @@ async def test_events_are_limited_per_account_across_key_and_token(
 async def test_two_edges_hold_one_account_limit_within_ten_percent(
     http: aiohttp.ClientSession, base_url: str, account: AccountKeys, service: RunningService, tmp_path: Path
 ) -> None:
-    second = start_service(
-        tmp_path / "edge", service.settings.broker, "--role", "edge", env={"CALLSCREEN_EMBEDDED_BROKER": "1"}
-    )
+    second = start_service(tmp_path / "edge", service.settings.broker, "--role", "edge", env=service.env)
     try:
         urls = [f"{base_url}/v1/events", f"{second.base_url}/v1/events"]
         started, sent, admitted = time.monotonic(), 0, [0, 0]

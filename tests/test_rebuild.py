@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 
@@ -45,6 +46,7 @@ async def test_rebuild_gives_byte_identical_answers_and_no_new_alert_or_delivery
         [sys.executable, "-m", "callscreen.cli", "rebuild", "--data-dir", str(log_service.data_dir)],
         capture_output=True,
         timeout=300,
+        env={**os.environ, **log_service.env},
     )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     summary = orjson.loads(done.stdout)

@@ -1,115 +1,186 @@
-"""Restarting against the same broker keeps accounts, keys, call records and alerts (the log is the truth)."""
+"""The log is on disk: stop and start again, cleanly or after SIGKILL of everything, and nothing changed."""
 
 from __future__ import annotations
 
+import asyncio
+import os
 import shutil
-from collections.abc import Iterator
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 import pytest
+import trustme
 
-from callscreen.broker import EmbeddedBroker
+from callscreen.kafka import ensure_topics
+from callscreen.settings import Settings
 from callscreen.times import now_ms
-from processors.worker import LOG_ID_FILE
-from tests.service import RunningService, create_account, settled, start_service
-from tests.traffic import script
+from tests.receiver import Receiver, serving
+from tests.service import RunningService, create_account, isolated, settled, start_service
+from tests.topics import read_topic
+from tests.traffic import post_all, script, snapshot
 
-EMBEDDED = {"CALLSCREEN_EMBEDDED_BROKER": "1"}
+READY_AFTER_CRASH_S = 60.0
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    own = EmbeddedBroker(tmp_path_factory.mktemp("broker"))
-    own.start()
-    yield own.url
-    own.stop()
+def ca(tmp_path_factory: pytest.TempPathFactory) -> tuple[trustme.CA, Path]:
+    authority = trustme.CA()
+    path = tmp_path_factory.mktemp("ca") / "ca.pem"
+    authority.cert_pem.write_to_path(str(path))
+    return authority, path
 
 
-async def snapshot(http: aiohttp.ClientSession, base_url: str, headers: dict[str, str]) -> list[object]:
-    answers = []
-    for path in ("/v1/calls/r-1", "/v1/calls/r-2", "/v1/calls", "/v1/numbers"):
-        async with http.get(f"{base_url}{path}", headers=headers) as r:
-            assert r.status == 200
-            answers.append(await r.json())
-    return answers
+@pytest.fixture
+async def receiver(ca: tuple[trustme.CA, Path]) -> AsyncIterator[Receiver]:
+    async with serving(ca[0]) as hook:
+        yield hook
 
 
-async def test_restart_keeps_accounts_keys_and_calls(broker: str, tmp_path: Path, http: aiohttp.ClientSession) -> None:
-    data_dir = tmp_path / "data"
-    first: RunningService = start_service(data_dir, broker, env=EMBEDDED)
+def service_pids(service: RunningService) -> list[int]:
+    """`callscreen run`, the roles it started and its Kafka broker."""
+    children = subprocess.run(["pgrep", "-P", str(service.process.pid)], capture_output=True, text=True)
+    found = {service.process.pid, *map(int, children.stdout.split()), *broker_pids(service.data_dir)}
+    return sorted(found)
+
+
+def broker_pids(data_dir: Path) -> list[int]:
+    pattern = f"{data_dir.resolve()}/kafka/server.properties"
+    return [int(pid) for pid in subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()]
+
+
+def gone(pids: list[int]) -> bool:
+    return not any(Path(f"/proc/{pid}").exists() and "zombie" not in status(pid) for pid in pids)
+
+
+def status(pid: int) -> str:
     try:
-        account = await create_account(first.settings, http, first.base_url)
-        start = {"type": "call.started", "call_id": "r-1", "to": "+14155552671", "from": "+12125550123"}
-        async with http.post(f"{first.base_url}/v1/events", json=start, headers=account.headers) as r:
-            assert r.status == 200
-            decided = await r.json()
-        ended = {"type": "call.ended", "call_id": "r-1", "cost": 0.4}
-        async with http.post(
-            f"{first.base_url}/v1/events", json={**start, "call_id": "r-2"}, headers=account.headers
-        ) as r:
-            assert r.status == 200
-        async with http.post(f"{first.base_url}/v1/events", json=ended, headers=account.headers) as r:
-            assert r.status == 200
-        before = await snapshot(http, first.base_url, account.headers)
+        return Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return "zombie"
+
+
+async def wait_until(condition: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.1)
+
+
+async def everything(service: RunningService, http: aiohttp.ClientSession, accounts: list[Any]) -> list[Any]:
+    callers = ["+447911210000", "+447911220000", "+16465550100"]
+    return [await snapshot(http, service.base_url, account, callers) for account in accounts]
+
+
+async def logged(service: RunningService) -> tuple[int, int]:
+    """How many alerts and delivery records the log holds."""
+    settings = service.settings
+    return len(await read_topic(settings, settings.topic("alerts"))), len(
+        await read_topic(settings, settings.topic("deliveries"))
+    )
+
+
+@pytest.mark.timeout(420)  # a hang guard: three starts of a service and its broker
+async def test_stop_and_crash_keep_every_answer_key_alert_and_delivery(
+    tmp_path: Path, http: aiohttp.ClientSession, receiver: Receiver, ca: tuple[trustme.CA, Path]
+) -> None:
+    data_dir = tmp_path / "data"
+    env = {
+        "CALLSCREEN_WEBHOOK_CA_FILE": str(ca[1]),
+        "CALLSCREEN_WEBHOOK_ALLOW_PRIVATE": "1",
+        # A few hundred calls with their turns, posted as fast as they answer.
+        "CALLSCREEN_EVENTS_PER_MINUTE": "100000",
+    }
+    first = start_service(data_dir, env=env)
+    try:
+        accounts = [await create_account(first.settings, http, first.base_url) for _ in range(3)]
+        for account in accounts:
+            hook = {"alert_webhook_url": f"{receiver.url}/ok/{account.account_id}"}
+            async with http.patch(f"{first.base_url}/v1/account", json=hook, headers=account.headers) as r:
+                assert r.status == 200
+        base = now_ms() - 20 * 60_000
+        for seed, account in zip((21, 22, 23), accounts, strict=True):
+            answers = await post_all(http, first.base_url, account, script(seed, base, 100))
+            assert {status for status, _ in answers} == {200}
+        await settled(first.settings)
+        before = await everything(first, http, accounts)
+        alerts, deliveries = await logged(first)
+        assert alerts > 0 and len(receiver.received) == alerts
     finally:
         assert first.stop() == 0
-    log_id = (data_dir / "worker-0" / LOG_ID_FILE).read_text()
-    second = start_service(data_dir, broker, env=EMBEDDED)
+    assert gone(broker_pids(data_dir)), "a clean stop stops the broker last"
+
+    second = start_service(data_dir, env=env)
     try:
-        # Same log: the worker kept its tables.
-        assert (data_dir / "worker-0" / LOG_ID_FILE).read_text() == log_id
-        async with http.get(f"{second.base_url}/v1/account", headers=account.headers) as r:
-            assert r.status == 200
-            body = await r.json()
-        assert body["numbers"]["used"] == 1
-        assert body["scoring"]["used_today"] == 2
-        assert await snapshot(http, second.base_url, account.headers) == before
-        async with http.post(f"{second.base_url}/v1/events/{account.ingest_token}", json=start) as r:
-            assert r.status == 200
-            assert await r.json() == {**decided, "duplicate": True}
-        async with http.post(f"{second.base_url}/v1/events", json=ended, headers=account.headers) as r:
-            assert r.status == 200
-            assert (await r.json())["duplicate"] is True
+        await settled(second.settings)
+        assert orjson.dumps(await everything(second, http, accounts)) == orjson.dumps(before)
+        assert await logged(second) == (alerts, deliveries)
+        assert len(receiver.received) == alerts
+        doomed = service_pids(second)
+        assert len(doomed) == 4, doomed  # run (the edge), one worker, the alerting role, the broker
     finally:
-        assert second.stop() == 0
+        for pid in doomed:
+            os.kill(pid, signal.SIGKILL)
+    await wait_until(lambda: gone(doomed), 10, "SIGKILL takes a moment")
+
+    started = time.monotonic()
+    third = start_service(data_dir, env=env)
+    try:
+        ready_after = time.monotonic() - started
+        assert ready_after <= READY_AFTER_CRASH_S
+        # Ready means reads and writes answer, at once.
+        assert orjson.dumps(await everything(third, http, accounts)) == orjson.dumps(before)
+        start = {"type": "call.started", "call_id": "after-crash", "to": "+14155552671", "from": "+12125550123"}
+        async with http.post(f"{third.base_url}/v1/events", json=start, headers=accounts[0].headers) as r:
+            assert r.status == 200 and "duplicate" not in await r.json()
+        await settled(third.settings)
+        assert await logged(third) == (alerts, deliveries)
+        assert len(receiver.received) == alerts
+    finally:
+        assert third.stop() == 0
 
 
-async def test_tables_of_a_broker_that_restarted_empty_are_never_served(
-    tmp_path: Path, http: aiohttp.ClientSession
-) -> None:
-    data_dir, account_id = tmp_path / "data", "acct_RestartedEmpty01"
-    start = {"type": "call.started", "call_id": "gone-1", "to": "+14155552671", "from": "+12125550123"}
-    for attempt in ("before", "after"):
-        # A memory-only broker each time: the second starts empty, like the embedded one after a restart.
-        broker = EmbeddedBroker(tmp_path / f"broker-{attempt}")
-        broker.start()
-        service = start_service(data_dir, broker.url, env=EMBEDDED)
-        try:
-            account = await create_account(service.settings, http, service.base_url, account_id=account_id)
-            async with http.get(f"{service.base_url}/v1/calls/gone-1", headers=account.headers) as r:
-                # Same account id, same data dir: only stale tables could still know the call.
-                assert r.status == 404
-            async with http.post(f"{service.base_url}/v1/events", json=start, headers=account.headers) as r:
-                assert r.status == 200
-                assert "duplicate" not in await r.json()
-        finally:
-            assert service.stop() == 0
-            broker.stop()
-    log = (tmp_path / "data.log").read_text()
-    assert "folded from another log" in log
+async def test_a_sigkilled_run_leaves_no_broker_or_role_behind(tmp_path: Path) -> None:
+    service = start_service(tmp_path / "data")
+    pids = service_pids(service)
+    assert len(pids) == 4
+    os.kill(service.process.pid, signal.SIGKILL)
+    service.process.wait()
+    # When `run` dies the roles are killed with it and the broker gets SIGTERM and stops cleanly.
+    await wait_until(lambda: gone(pids), 40, f"orphans left: {pids}")
+
+
+async def test_rebuild_says_what_it_needs_when_no_service_runs(kafka: str, tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "callscreen.cli", "rebuild", "--data-dir", str(tmp_path / "nothing")]
+    started = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0
+    assert "start `callscreen run`" in done.stderr
+    # A broker with topics but no worker on them: the rebuild could never finish, so it says so.
+    locator = isolated()
+    await ensure_topics(Settings(broker=kafka, topic_prefix=locator["CALLSCREEN_TOPIC_PREFIX"]))
+    env = {**os.environ, **locator, "CALLSCREEN_BROKER": kafka}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30, env=env)
+    assert done.returncode != 0
+    assert "no worker is running" in done.stderr
+    assert time.monotonic() - started < 30
 
 
 async def test_a_worker_without_its_tables_recovers_them_from_the_log(
-    broker: str, tmp_path: Path, http: aiohttp.ClientSession
+    kafka: str, tmp_path: Path, http: aiohttp.ClientSession
 ) -> None:
     """Table writes reach their changelogs in coalesced flushes, and an event's offset is committed only
     after the flush that covers it; a worker that lost its local tables rebuilds them from the changelogs
     and the uncommitted events, and answers exactly as before."""
     data_dir = tmp_path / "data"
     bodies = script(5, now_ms() - 10 * 60_000, 12)
-    first = start_service(data_dir, broker, env=EMBEDDED)
+    first = start_service(data_dir, kafka)
     try:
         account = await create_account(first.settings, http, first.base_url)
         for body in bodies:
@@ -122,7 +193,7 @@ async def test_a_worker_without_its_tables_recovers_them_from_the_log(
     lost = list((data_dir / "worker-0").glob("gen-*/faust"))
     assert len(lost) == 1
     shutil.rmtree(lost[0])
-    second = start_service(data_dir, broker, env=EMBEDDED)
+    second = start_service(data_dir, kafka, env=first.env)
     try:
         await settled(second.settings)
         assert await records(http, second.base_url, account.headers, bodies) == before

@@ -17,8 +17,9 @@ CAP = 20
 
 
 @pytest.fixture(scope="module")
-def small_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
-    running = start_service(tmp_path_factory.mktemp("small") / "data", env={"CALLSCREEN_MAX_CALL_TURNS": str(CAP)})
+def small_service(kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
+    env = {"CALLSCREEN_MAX_CALL_TURNS": str(CAP)}
+    running = start_service(tmp_path_factory.mktemp("small") / "data", kafka, env=env)
     yield running
     running.stop()
 

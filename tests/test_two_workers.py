@@ -36,11 +36,11 @@ async def wait_for_split(settings: Any, workers: int, timeout_s: float = 60.0) -
         await asyncio.sleep(0.5)
 
 
-async def run_traffic(data_dir: Path, workers: int, http: aiohttp.ClientSession, base: int) -> Any:
+async def run_traffic(data_dir: Path, kafka: str, workers: int, http: aiohttp.ClientSession, base: int) -> Any:
     """The same accounts and the same events through a fresh service; every read endpoint's answers."""
     # No sweep: its ticks land wherever the wall clock puts them among the turns, differently in each run.
     env = {"CALLSCREEN_WORKERS": str(workers), "CALLSCREEN_SILENT_SWEEP_S": "3600"}
-    service = start_service(data_dir, env=env)
+    service = start_service(data_dir, kafka, env=env)
     try:
         await wait_for_split(service.settings, workers)
         accounts = [await create_account(service.settings, http, service.base_url, account_id=a) for a in ACCOUNTS]
@@ -60,10 +60,10 @@ async def run_traffic(data_dir: Path, workers: int, http: aiohttp.ClientSession,
 
 
 @pytest.mark.timeout(300)  # a hang guard: the test drives thousands of events through fresh services
-async def test_two_workers_answer_the_same_as_one(tmp_path: Path, http: aiohttp.ClientSession) -> None:
+async def test_two_workers_answer_the_same_as_one(kafka: str, tmp_path: Path, http: aiohttp.ClientSession) -> None:
     base = now_ms() - 20 * 60_000
-    one_answers, one_views = await run_traffic(tmp_path / "one", 1, http, base)
-    two_answers, two_views = await run_traffic(tmp_path / "two", 2, http, base)
+    one_answers, one_views = await run_traffic(tmp_path / "one", kafka, 1, http, base)
+    two_answers, two_views = await run_traffic(tmp_path / "two", kafka, 2, http, base)
 
     assert len(one_answers) > 700
     assert one_views[0]["/v1/alerts?limit=200"]["data"], "the traffic should have raised alerts"

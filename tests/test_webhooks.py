@@ -7,12 +7,10 @@ import hashlib
 import hmac
 import os
 import signal
-import ssl
 import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,44 +18,14 @@ import aiohttp
 import orjson
 import pytest
 import trustme
-from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
 from callscreen.admin import Admin
-from callscreen.broker import free_port
+from callscreen.ports import free_port
 from callscreen.times import format_ms, now_ms
+from tests.receiver import Receiver, serving
 from tests.service import AccountKeys, RunningService, create_account, start_service
 from tests.topics import read_topic
-
-
-@dataclass
-class Received:
-    path: str
-    headers: dict[str, str]
-    body: bytes
-    at: float
-
-
-@dataclass
-class Receiver:
-    """An HTTPS endpoint that records every delivery exactly as it arrived."""
-
-    url: str = ""
-    received: list[Received] = field(default_factory=list)
-    release: asyncio.Event = field(default_factory=asyncio.Event)
-    arrived: asyncio.Event = field(default_factory=asyncio.Event)
-
-    async def handle(self, request: web.Request) -> web.Response:
-        self.received.append(Received(request.path, dict(request.headers), await request.read(), time.monotonic()))
-        self.arrived.set()
-        if request.path.startswith("/slow"):
-            await asyncio.sleep(10)
-        if request.path.startswith("/hold"):
-            await self.release.wait()
-        return web.Response(status=204)
-
-    def for_alert(self, alert_id: str) -> list[Received]:
-        return [r for r in self.received if orjson.loads(r.body)["id"] == alert_id]
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +38,7 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> tuple[trustme.CA, 
 
 @pytest.fixture(scope="module")
 def hook_service(
-    tmp_path_factory: pytest.TempPathFactory, certificates: tuple[trustme.CA, Path]
+    kafka: str, tmp_path_factory: pytest.TempPathFactory, certificates: tuple[trustme.CA, Path]
 ) -> Iterator[RunningService]:
     env = {
         "CALLSCREEN_WEBHOOK_CA_FILE": str(certificates[1]),
@@ -78,28 +46,15 @@ def hook_service(
         # The worker exports on this port, the alerting role on the next.
         "CALLSCREEN_METRICS_PORT": str(free_port()),
     }
-    running = start_service(tmp_path_factory.mktemp("hooks") / "data", env=env)
+    running = start_service(tmp_path_factory.mktemp("hooks") / "data", kafka, env=env)
     yield running
     running.stop()
 
 
 @pytest.fixture(scope="module")
 async def receiver(certificates: tuple[trustme.CA, Path]) -> AsyncIterator[Receiver]:
-    ca, _ = certificates
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(context)
-    hook = Receiver()
-    app = web.Application()
-    app.router.add_post("/{tail:.*}", hook.handle)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    hook.url = f"https://127.0.0.1:{port}"
-    yield hook
-    hook.release.set()
-    await runner.cleanup()
+    async with serving(certificates[0]) as hook:
+        yield hook
 
 
 def independent_check(secret: str, header: str, body: bytes) -> list[bool]:

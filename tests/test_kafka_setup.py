@@ -1,0 +1,112 @@
+"""Starting on Kafka: SASL credentials, topics the service cannot run on, and no Java on the machine."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiokafka.admin import NewTopic
+
+from callscreen.kafka import make_admin
+from callscreen.localkafka import LocalKafka
+from callscreen.ports import free_port
+from callscreen.settings import Settings
+from tests.service import create_account, isolated, start_service
+
+USER, PASSWORD = "callscreen", "scram-secret-1"
+
+
+def run_until_exit(env: dict[str, str], *args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """`callscreen run` that is expected to refuse to start: its exit code and what it said."""
+    command = [sys.executable, "-m", "callscreen.cli", "run", "--port", str(free_port()), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env={**os.environ, **env})
+
+
+@pytest.fixture(scope="module")
+def sasl_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A local Kafka whose client listener takes SASL (SCRAM-SHA-256/512 and PLAIN) and nothing else."""
+    broker = LocalKafka(tmp_path_factory.mktemp("sasl"), sasl_users={USER: PASSWORD})
+    broker.start()
+    yield broker.url
+    broker.stop()
+
+
+def sasl_env(mechanism: str, password: str = PASSWORD) -> dict[str, str]:
+    return {
+        "CALLSCREEN_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+        "CALLSCREEN_KAFKA_SASL_MECHANISM": mechanism,
+        "CALLSCREEN_KAFKA_SASL_USERNAME": USER,
+        "CALLSCREEN_KAFKA_SASL_PASSWORD": password,
+    }
+
+
+async def test_every_role_and_admin_command_speaks_scram(
+    sasl_kafka: str, tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
+    service = start_service(tmp_path / "data", sasl_kafka, env=sasl_env("SCRAM-SHA-512"))
+    try:
+        # The admin path (create_account) and the edge, the worker and its answer all went through SASL.
+        account = await create_account(service.settings, http, service.base_url)
+        start = {"type": "call.started", "call_id": "sasl-1", "to": "+14155552671", "from": "+12125550123"}
+        async with http.post(f"{service.base_url}/v1/events", json=start, headers=account.headers) as r:
+            assert r.status == 200
+            assert (await r.json())["action"] == "allow"
+        async with http.get(f"{service.base_url}/v1/calls/sasl-1", headers=account.headers) as r:
+            assert r.status == 200
+    finally:
+        assert service.stop() == 0
+
+
+async def test_wrong_credentials_stop_the_start_with_a_clear_error(sasl_kafka: str) -> None:
+    started = time.monotonic()
+    done = await asyncio.to_thread(
+        run_until_exit, {**isolated(), **sasl_env("SCRAM-SHA-256", "wrong")}, "--broker", sasl_kafka
+    )
+    assert done.returncode == 2
+    assert "authentication" in done.stderr.lower() and "CALLSCREEN_KAFKA_SASL" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert time.monotonic() - started < 60
+
+
+async def topic(kafka: str, name: str, partitions: int, configs: dict[str, str]) -> None:
+    admin = make_admin(Settings(broker=kafka))
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, partitions, 1, topic_configs=configs)])
+    finally:
+        await admin.close()
+
+
+async def test_a_source_topic_that_would_expire_is_refused(kafka: str) -> None:
+    env = isolated()
+    name = f"{env['CALLSCREEN_TOPIC_PREFIX']}.events"
+    await topic(kafka, name, 4, {"retention.ms": "3600000"})
+    done = await asyncio.to_thread(run_until_exit, env, "--broker", kafka)
+    assert done.returncode == 2
+    assert f"topic {name} would expire records (retention.ms=3600000" in done.stderr
+    assert "retention.ms=-1" in done.stderr
+
+
+async def test_a_source_topic_with_other_partitions_is_refused(kafka: str) -> None:
+    env = isolated()
+    name = f"{env['CALLSCREEN_TOPIC_PREFIX']}.decisions"
+    await topic(kafka, name, 3, {"retention.ms": "-1"})
+    done = await asyncio.to_thread(run_until_exit, env, "--broker", kafka)
+    assert done.returncode == 2
+    assert f"topic {name} has 3 partitions, not 4" in done.stderr
+    assert "CALLSCREEN_PARTITIONS" in done.stderr
+
+
+async def test_without_java_run_names_both_ways_out(tmp_path: Path) -> None:
+    no_java = {"PATH": str(Path(sys.executable).parent), "JAVA_HOME": ""}
+    done = await asyncio.to_thread(run_until_exit, no_java, "--data-dir", str(tmp_path / "data"))
+    assert done.returncode == 2
+    assert "needs Java 17+" in done.stderr
+    assert "--broker memory" in done.stderr and "install Java" in done.stderr
