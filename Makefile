@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench bench-memory clean
+.PHONY: run test lint docs bench bench-memory clean
 
 # The install step: the virtual environment, the package, and the pinned Apache Kafka's jars (fetched
 # once from Maven Central into ~/.cache/callscreen, shared by every clone).
@@ -23,6 +23,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+# docs/rules.md and the layers picture in docs/architecture.md, from the code.
+docs: $(STAMP)
+	$(BIN)/python -m infra.docs
 
 test: $(STAMP) lint
 	$(BIN)/pytest -q

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from alerting.signing import signature_header
-from callscreen.webhook_url import is_public
+from infra.webhook_url import is_public
 
 
 @dataclass(frozen=True)

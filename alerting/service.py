@@ -22,12 +22,13 @@ from aiokafka.errors import KafkaError
 
 from alerting.delivery import deliver, tls_context
 from alerting.metrics import AlertingMetrics, outcome_label
-from callscreen.accounts import Account, AccountsView, apply
-from callscreen.follow import TopicFollower
-from callscreen.kafka import make_consumer, make_producer, partitions
-from callscreen.metrics import record_lag, serve
-from callscreen.settings import Settings
-from callscreen.times import now_ms, parse_ms
+from domain.accounts import Account, AccountsView, apply
+from domain.times import parse_ms
+from infra.clock import now_ms
+from infra.follow import TopicFollower
+from infra.kafka import make_consumer, make_producer, partitions
+from infra.metrics import record_lag, serve
+from infra.settings import Settings
 
 log = logging.getLogger("callscreen.alerting")
 
@@ -35,7 +36,7 @@ ENVELOPE = ("id", "type", "account_id", "created_at", "data")
 
 
 def envelope_bytes(alert: dict[str, Any]) -> bytes:
-    """The body receivers get: the envelope of interface section 2, serialised once and signed as is."""
+    """The body receivers get: the envelope of docs/api.md, serialised once and signed as is."""
     return orjson.dumps({k: alert[k] for k in ENVELOPE})
 
 

@@ -1,4 +1,4 @@
-"""Webhook signatures (interface section 6): `X-Service-Signature: t=<unix>,v1=<hex>[,v1=<hex>]`.
+"""Webhook signatures (docs/api.md, Alert delivery): `X-Service-Signature: t=<unix>,v1=<hex>[,v1=<hex>]`.
 
 `v1` is the lowercase hex HMAC-SHA256 of `<t>.<raw body>` keyed with the signing secret. During a
 secret rotation's overlap the header carries one `v1` per valid secret. Receivers use `verify`.

@@ -1,4 +1,5 @@
-"""Admin commands: each appends one record to the accounts stream and returns what to print."""
+"""Admin commands: each appends one record to the accounts stream (`domain.commands` makes it) and
+returns what to print."""
 
 from __future__ import annotations
 
@@ -8,19 +9,12 @@ from typing import Any
 
 import orjson
 
-from callscreen import ids
-from callscreen.accounts import PLANS, SCOPES, Account, AccountsView, apply, stamp
-from callscreen.follow import TopicFollower
-from callscreen.kafka import make_producer
-from callscreen.phone import normalise
-from callscreen.settings import Settings
-from callscreen.times import format_ms, now_ms
-
-SECRET_OVERLAP_MS = 24 * 3600 * 1000
-
-
-class AdminError(Exception):
-    """A refused admin command; its message is the JSON `error` printed on stderr."""
+from domain import commands
+from domain.accounts import Account, AccountsView, apply, stamp
+from infra.clock import now_ms
+from infra.follow import TopicFollower
+from infra.kafka import make_producer
+from infra.settings import Settings
 
 
 @dataclass
@@ -44,121 +38,46 @@ class Admin:
         await self.producer.stop()
 
     async def append(self, record: dict[str, Any]) -> None:
-        record = stamp(record)
+        record = stamp(record, now_ms())
         await self.producer.send_and_wait(self.topic, orjson.dumps(record), key=record["account_id"].encode())
         apply(self.view, record)
 
-    def account(self, account_id: str) -> Account:
-        account = self.view.accounts.get(account_id)
-        if account is None:
-            raise AdminError("unknown_account")
-        return account
+    async def change(self, change: commands.Change) -> dict[str, Any]:
+        await self.append(change.record)
+        return change.shown
+
+    def account(self, account_id: str) -> Account | None:
+        return self.view.accounts.get(account_id)
 
     async def account_create(self, plan: str, name: str = "", account_id: str = "") -> dict[str, Any]:
-        """A new account; `account_id` only where two logs must hold the same account (tests, migrations)."""
-        check_plan(plan)
-        account_id = account_id or ids.new_account_id()
-        key = ids.new_key("full")
-        key_id = ids.new_key_id()
-        token = ids.new_ingest_token()
-        secret = ids.new_signing_secret()
-        await self.append(
-            {
-                "kind": "account.created",
-                "account_id": account_id,
-                "name": name,
-                "plan": plan,
-                "key": {"key_id": key_id, "digest": ids.digest(key), "scope": "full", "label": "original"},
-                "ingest_token_digest": ids.digest(token),
-                "signing_secret": secret,
-            }
-        )
-        return {
-            "account_id": account_id,
-            "key": key,
-            "key_id": key_id,
-            "ingest_token": token,
-            "signing_secret": secret,
-            "plan": plan,
-        }
+        return await self.change(commands.create_account(plan, name, account_id))
 
     async def key_create(self, account_id: str, scope: str, label: str = "") -> dict[str, Any]:
-        self.account(account_id)
-        if scope not in SCOPES:
-            raise AdminError("invalid_scope")
-        key = ids.new_key(scope)
-        key_id = ids.new_key_id()
-        await self.append(
-            {
-                "kind": "key.created",
-                "account_id": account_id,
-                "key_id": key_id,
-                "digest": ids.digest(key),
-                "scope": scope,
-                "label": label,
-            }
-        )
-        return {"key_id": key_id, "key": key, "scope": scope, "label": label}
+        return await self.change(commands.create_key(self.account(account_id), scope, label))
 
     async def key_revoke(self, account_id: str, key_id: str) -> dict[str, Any]:
-        if key_id not in self.account(account_id).keys:
-            raise AdminError("unknown_key")
-        await self.append({"kind": "key.revoked", "account_id": account_id, "key_id": key_id})
-        return {"key_id": key_id, "revoked": True}
+        return await self.change(commands.revoke_key(self.account(account_id), key_id))
 
     async def token_rotate(self, account_id: str, kind: str, number: str | None = None) -> dict[str, Any]:
-        self.account(account_id)
-        record: dict[str, Any] = {"kind": "token.rotated", "account_id": account_id, "token_kind": kind}
-        if kind == "ingest":
-            token = ids.new_ingest_token()
-        elif kind == "gate":
-            e164 = normalise(number)
-            if e164 is None:
-                raise AdminError("invalid_number")
-            token = ids.new_gate_token()
-            record["number"] = e164
-        else:
-            raise AdminError("invalid_kind")
-        await self.append({**record, "digest": ids.digest(token)})
-        return {"token": token}
+        return await self.change(commands.rotate_token(self.account(account_id), kind, number))
 
     async def plan_set(self, account_id: str, plan: str) -> dict[str, Any]:
-        self.account(account_id)
-        check_plan(plan)
-        await self.append({"kind": "plan.set", "account_id": account_id, "plan": plan})
-        return {"account_id": account_id, "plan": plan}
+        return await self.change(commands.set_plan(self.account(account_id), plan))
 
     async def trusted(self, action: str, account_id: str, number: str) -> dict[str, Any]:
-        self.account(account_id)
-        e164 = normalise(number)
-        if e164 is None:
-            raise AdminError("invalid_number")
-        kind = "trusted.added" if action == "add" else "trusted.removed"
-        await self.append({"kind": kind, "account_id": account_id, "number": e164})
-        return {"account_id": account_id, "number": e164, "trusted": action == "add"}
+        return await self.change(commands.trust(self.account(account_id), action == "add", number))
 
     async def secret_show(self, account_id: str) -> dict[str, Any]:
-        return {"signing_secret": self.account(account_id).signing_secret}
+        return {"signing_secret": commands.existing(self.account(account_id)).signing_secret}
 
     async def secret_rotate(self, account_id: str) -> dict[str, Any]:
-        self.account(account_id)
-        secret = ids.new_signing_secret()
-        until = format_ms(now_ms() + SECRET_OVERLAP_MS)
-        await self.append(
-            {
-                "kind": "secret.rotated",
-                "account_id": account_id,
-                "signing_secret": secret,
-                "previous_valid_until": until,
-            }
-        )
-        return {"signing_secret": secret, "previous_valid_until": until}
+        return await self.change(commands.rotate_secret(self.account(account_id), now_ms()))
 
     async def payment_failed(self, account_id: str, amount_cents: int, attempt: int) -> dict[str, Any]:
         """Append a failed Guard-plan payment to the billing topic, as the billing system would."""
-        self.account(account_id)
+        commands.existing(self.account(account_id))
         if amount_cents < 0 or attempt < 1:
-            raise AdminError("invalid_payment")
+            raise commands.Refused("invalid_payment")
         record = {
             "kind": "payment.failed",
             "id": uuid.uuid4().hex,
@@ -170,8 +89,3 @@ class Admin:
         topic = self.settings.topic("billing")
         await self.producer.send_and_wait(topic, orjson.dumps(record), key=account_id.encode())
         return record
-
-
-def check_plan(plan: str) -> None:
-    if plan not in PLANS:
-        raise AdminError("invalid_plan")

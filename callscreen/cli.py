@@ -1,4 +1,4 @@
-"""The `callscreen` command: the service and its admin surface (decisions.md section 2)."""
+"""The `callscreen` command: the service and its admin surface (README, Operate it)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from typing import Any
 import orjson
 
 from alerting import signing
-from callscreen import logs
-from callscreen.admin import Admin, AdminError
+from callscreen.admin import Admin
 from callscreen.broker import recorded_broker
-from callscreen.settings import Settings, load_settings
+from domain.commands import Refused
+from infra import logs
+from infra.settings import Settings, load_settings
 
 
 def parser() -> argparse.ArgumentParser:
@@ -176,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = recorded_broker(settings)
         result = asyncio.run(run_admin(settings, admin_call(args)))
-    except AdminError as exc:
+    except Refused as exc:
         sys.stderr.write(orjson.dumps({"error": str(exc)}).decode() + "\n")
         return 1
     except Exception as exc:

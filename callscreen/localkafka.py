@@ -27,7 +27,7 @@ from typing import TextIO
 
 from aiokafka.admin import AIOKafkaAdminClient
 
-from callscreen.ports import free_port, port_open
+from infra.ports import free_port, port_open
 
 POM = Path(__file__).resolve().parent.parent / "deploy" / "kafka" / "pom.xml"
 MIN_JAVA = 17

@@ -17,10 +17,10 @@ from typing import Any, TextIO
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from callscreen.control import SOURCE_TOPICS, current_generation, source_ends
-from callscreen.kafka import make_consumer, make_producer
-from callscreen.settings import Settings
-from callscreen.times import now_ms
+from infra.clock import now_ms
+from infra.control import SOURCE_TOPICS, current_generation, source_ends
+from infra.kafka import make_consumer, make_producer
+from infra.settings import Settings
 
 FOLDED_BY_AGENTS = tuple(t for t in SOURCE_TOPICS if t != "deliveries")
 # Workers beat every second: this long without one means none is running.

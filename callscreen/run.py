@@ -18,9 +18,9 @@ from aiohttp import web
 
 from callscreen.admin import Admin
 from callscreen.broker import StartedBroker, broker_to_start, forget_broker, record_broker
-from callscreen.kafka import BrokerUnreachable, TopicProblem, ensure_topics
 from callscreen.localkafka import BrokerUnavailable, die_with_this_process
-from callscreen.settings import Settings, to_env
+from infra.kafka import BrokerUnreachable, TopicProblem, ensure_topics
+from infra.settings import Settings, to_env
 from ingest.app import init_app
 from ingest.service import EDGE
 

@@ -9,9 +9,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from callscreen.settings import Settings
+from domain.validation import InputError
+from infra.settings import Settings
 from ingest import routes_account, routes_events, routes_ops, routes_reads
 from ingest.errors import ApiError
+from ingest.kafka_log import KafkaLog
+from ingest.log import Log
 from ingest.service import EDGE, Edge
 
 log = logging.getLogger("callscreen.edge")
@@ -33,8 +36,12 @@ async def errors_and_metrics(request: web.Request, handler: Handler) -> web.Stre
         response = await handler(request)
     except ApiError as exc:
         response = exc.response()
+    except InputError as exc:
+        response = ApiError.of(exc).response()
     except web.HTTPRequestEntityTooLarge:
-        response = ApiError(413, "body_too_large", limit=request.app[EDGE].settings.max_body_bytes).response()
+        response = ApiError(
+            413, "body_too_large", limit=request.app[EDGE].settings.rules.limits.max_body_bytes
+        ).response()
     except web.HTTPMethodNotAllowed as exc:
         response = ApiError(
             405, "method_not_allowed", headers={"Allow": ",".join(sorted(exc.allowed_methods))}
@@ -67,9 +74,10 @@ async def errors_and_metrics(request: web.Request, handler: Handler) -> web.Stre
     return response
 
 
-def init_app(settings: Settings) -> web.Application:
-    app = web.Application(middlewares=[errors_and_metrics], client_max_size=settings.max_body_bytes)
-    edge = Edge(settings)
+def init_app(settings: Settings, connection: Log | None = None) -> web.Application:
+    """The edge's application, on Kafka unless given another log (the edge's own tests use one in memory)."""
+    app = web.Application(middlewares=[errors_and_metrics], client_max_size=settings.rules.limits.max_body_bytes)
+    edge = Edge(settings, connection or KafkaLog(settings))
     app[EDGE] = edge
 
     async def connections(app: web.Application) -> AsyncIterator[None]:

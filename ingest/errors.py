@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
+import msgspec
 from aiohttp import web
+
+from domain.validation import InputError
 
 
 class ApiError(Exception):
@@ -16,13 +18,17 @@ class ApiError(Exception):
         self.headers = headers or {}
         self.context = context
 
+    @classmethod
+    def of(cls, refused: InputError) -> ApiError:
+        return cls(refused.status, refused.code, **refused.context)
+
     def response(self) -> web.Response:
         return json_response({"error": self.code, **self.context}, status=self.status, headers=self.headers)
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(
-        body=orjson.dumps(body),
+        body=msgspec.json.encode(body),
         status=status,
         headers=headers,
         content_type="application/json",

@@ -1,4 +1,4 @@
-"""Per-request credential and limit checks, in the precedence decisions.md section 3 sets."""
+"""Per-request credential and limit checks, in the precedence docs/api.md, Errors sets."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Token buckets for the request limits of decisions.md section 5."""
+"""Token buckets for the request limits of docs/api.md, Limits."""
 
 from __future__ import annotations
 

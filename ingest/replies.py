@@ -18,9 +18,9 @@ from typing import Any
 import orjson
 from aiokafka import TopicPartition
 
-from callscreen import frames
-from callscreen.kafka import make_consumer
-from callscreen.settings import Settings
+from infra import frames
+from infra.kafka import make_consumer
+from infra.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -6,19 +6,21 @@ from typing import Any
 
 from aiohttp import web
 
-from callscreen import webhook_url
-from callscreen.accounts import Account, apply, stamp
-from callscreen.plans import plan_limits
-from callscreen.times import day_start_ms, format_ms, now_ms
+from domain.accounts import Account, apply, stamp
+from domain.queries import AccountUsage
+from domain.rules import DAY_MS
+from domain.times import day_start_ms, format_ms
+from infra import webhook_url
+from infra.clock import now_ms
 from ingest import guards
 from ingest.errors import ApiError, invalid_field, json_response
 from ingest.service import Edge, edge_of
 
 
 async def account_body(edge: Edge, account: Account) -> dict[str, Any]:
-    limits = plan_limits(edge.settings, account.plan)
+    limits = edge.settings.rules.plans.plan(account.plan)
     today = day_start_ms(now_ms())
-    usage = await edge.query({"q": "account.usage", "account_id": account.id, "day": today}, account.id)
+    usage = await edge.query(AccountUsage(account_id=account.id, day=today), account.id)
     return {
         "id": account.id,
         "plan": account.plan,
@@ -27,7 +29,7 @@ async def account_body(edge: Edge, account: Account) -> dict[str, Any]:
         "scoring": {
             "used_today": usage["body"]["scored_today"],
             "allowance": limits.daily_starts,
-            "resets_at": format_ms(today + 86_400_000),
+            "resets_at": format_ms(today + DAY_MS),
         },
         "created_at": account.created_at,
     }
@@ -52,7 +54,7 @@ async def patch_account(request: web.Request) -> web.Response:
             why = await webhook_url.refusal(url, edge.settings.webhook_allow_private)
             if why is not None:
                 raise ApiError(400, "invalid_webhook_url", reason=why)
-        record = stamp({"kind": "webhook.set", "account_id": account.id, "alert_webhook_url": url})
+        record = stamp({"kind": "webhook.set", "account_id": account.id, "alert_webhook_url": url}, now_ms())
         await edge.append(edge.settings.topic("accounts"), account.id, record)
         apply(edge.accounts, record)
         account = edge.accounts.accounts[account.id]

@@ -7,29 +7,28 @@ import uuid
 
 from aiohttp import web
 
-from callscreen.times import now_ms
+from domain import keys
+from domain.events import event_type
+from domain.validation import Stamp, parse_event
+from infra.clock import now_ms
 from ingest import guards
 from ingest.errors import json_response
 from ingest.service import edge_of
-from ingest.validation import validate_event
 
 
 async def post_event(request: web.Request) -> web.Response:
     edge = edge_of(request)
     principal = guards.event_poster(request)
     body = await guards.json_object(request)
-    received = now_ms()
-    record = validate_event(body, received, edge.settings.max_future_at_s * 1000)
     account = principal.account
-    record.update(id=uuid.uuid4().hex, account_id=account.id, plan=account.plan, received_at=received)
-    if record["type"] == "call.started":
-        record["trusted"] = record["caller"] in account.trusted
-    key = f"{account.id}:{record['call_id']}"
+    stamp = Stamp(uuid.uuid4().hex, account.id, account.plan, now_ms(), account.trusted)
+    event = parse_event(body, stamp, edge.settings.rules.limits.max_future_at_s * 1000)
+    kind = event_type(event)
     started = time.perf_counter()
-    pending = await edge.send_request(edge.settings.topic("events"), key, record)
-    edge.metrics.events.labels(type=record["type"]).inc()
+    pending = await edge.send_request(edge.settings.topic("events"), keys.call(account.id, event.call_id), event)
+    edge.metrics.events.labels(type=kind).inc()
     reply = await edge.answer(pending)
-    edge.metrics.answers.labels(type=record["type"]).observe(time.perf_counter() - started)
+    edge.metrics.answers.labels(type=kind).observe(time.perf_counter() - started)
     return json_response(reply["body"], status=reply["status"])
 
 

@@ -1,34 +1,47 @@
-"""Read endpoints (decisions.md section 6): calls, numbers, score, reputation."""
+"""Read endpoints (schemas/openapi.json): calls, numbers, score, reputation, alerts."""
 
 from __future__ import annotations
 
 from typing import Any
 from urllib.parse import unquote
 
+import msgspec
 from aiohttp import web
 
-from callscreen.phone import Number, parse_number
-from callscreen.times import now_ms, parse_ms
+from domain import keys
+from domain.alerts import SEVERITY
+from domain.events import CallerInfo, NumberInfo
+from domain.index import AlertEntry, CallEntry, Entry, decode_cursor, encode_cursor, sort_key
+from domain.phone import Number, parse_number
+from domain.queries import (
+    AlertGet,
+    AlertsList,
+    CallGet,
+    CallsList,
+    NumbersList,
+    ReputationQuestion,
+    ScoreQuestion,
+)
+from domain.times import parse_ms
+from infra.clock import now_ms
 from ingest import guards
 from ingest.errors import ApiError, invalid_field, json_response
 from ingest.service import edge_of
-from processors import call_index
-from processors.alerts import SEVERITY
 
 ACTIONS = ("allow", "review", "reject")
 MAX_LIMIT = 200
 DEFAULT_LIMIT = 50
+MAX_SOURCE = 256
 
 
 async def get_call(request: web.Request) -> web.Response:
     edge = edge_of(request)
     account = guards.reader(request).account
     call_id = request.match_info["call_id"]
-    question = {"q": "call.get", "account_id": account.id, "call_id": call_id}
-    reply = await edge.query(question, f"{account.id}:{call_id}")
+    reply = await edge.query(CallGet(account_id=account.id, call_id=call_id), keys.call(account.id, call_id))
     if reply["status"] == 200 and "alias_of" in reply["body"]:
         target = reply["body"]["alias_of"]
-        reply = await edge.query({**question, "call_id": target}, f"{account.id}:{target}")
+        reply = await edge.query(CallGet(account_id=account.id, call_id=target), keys.call(account.id, target))
     return json_response(reply["body"], status=reply["status"])
 
 
@@ -54,38 +67,49 @@ def _limit(request: web.Request) -> int:
 async def list_calls(request: web.Request) -> web.Response:
     edge = edge_of(request)
     account = guards.reader(request).account
-    question: dict[str, Any] = {"q": "calls.list", "account_id": account.id, "limit": _limit(request)}
+    number = None
     if "number" in request.query:
-        number = parse_number(request.query["number"])
-        if number is None:
+        parsed = parse_number(request.query["number"])
+        if parsed is None:
             raise invalid_field("number")
-        question["number"] = number.e164
-    question["since"] = _time_param(request, "since")
-    question["until"] = _time_param(request, "until")
+        number = parsed.e164
     action = request.query.get("action")
     if action is not None and action not in ACTIONS:
         raise invalid_field("action")
-    question["action"] = action
-    question["cursor"] = _cursor(request)
-    return json_response(merge_pages(await edge.query_all(question), "calls", question["limit"]))
+    source = request.query.get("source")
+    if source is not None and (not source or len(source) > MAX_SOURCE):
+        raise invalid_field("source")
+    question = CallsList(
+        account_id=account.id,
+        limit=_limit(request),
+        number=number,
+        since=_time_param(request, "since"),
+        until=_time_param(request, "until"),
+        action=action,
+        source=source,
+        cursor=_cursor(request),
+    )
+    replies = await edge.query_all(question)
+    return json_response(merge_pages(replies, "calls", list[CallEntry], question.limit))
 
 
-def merge_pages(replies: list[dict[str, Any]], records_key: str, limit: int) -> dict[str, Any]:
+def merge_pages(replies: list[dict[str, Any]], records_key: str, entries_type: Any, limit: int) -> dict[str, Any]:
     """One page, newest first, from every partition's best `limit + 1` entries."""
-    entries: list[call_index.Entry] = []
+    entries: list[Entry] = []
     records: dict[str, Any] = {}
     for reply in replies:
-        entries.extend(reply["body"]["entries"])
+        entries.extend(msgspec.convert(reply["body"]["entries"], entries_type))
         records.update(reply["body"][records_key])
-    entries.sort(key=call_index.sort_key, reverse=True)
+    entries.sort(key=sort_key, reverse=True)
     page = entries[:limit]
-    next_cursor = call_index.encode_cursor(page[-1]) if len(entries) > limit else None
-    return {"data": [records[e[1]] for e in page], "next_cursor": next_cursor}
+    next_cursor = encode_cursor(page[-1]) if len(entries) > limit else None
+    ids = [e.call_id if isinstance(e, CallEntry) else e.alert_id for e in page]
+    return {"data": [records[i] for i in ids], "next_cursor": next_cursor}
 
 
 def _cursor(request: web.Request) -> str | None:
     cursor = request.query.get("cursor")
-    if cursor is not None and call_index.decode_cursor(cursor) is None:
+    if cursor is not None and decode_cursor(cursor) is None:
         raise invalid_field("cursor")
     return cursor
 
@@ -96,30 +120,27 @@ async def list_alerts(request: web.Request) -> web.Response:
     kind = request.query.get("type")
     if kind is not None and kind not in SEVERITY:
         raise invalid_field("type")
-    question: dict[str, Any] = {
-        "q": "alerts.list",
-        "account_id": account.id,
-        "limit": _limit(request),
-        "since": _time_param(request, "since"),
-        "type": kind,
-        "cursor": _cursor(request),
-    }
-    return json_response(merge_pages(await edge.query_all(question), "alerts", question["limit"]))
+    question = AlertsList(
+        account_id=account.id,
+        limit=_limit(request),
+        since=_time_param(request, "since"),
+        type=kind,
+        cursor=_cursor(request),
+    )
+    return json_response(merge_pages(await edge.query_all(question), "alerts", list[AlertEntry], question.limit))
 
 
 async def get_alert(request: web.Request) -> web.Response:
     edge = edge_of(request)
     account = guards.reader(request).account
-    question = {"q": "alert.get", "account_id": account.id, "alert_id": request.match_info["alert_id"]}
-    reply = await edge.query(question, account.id)
+    reply = await edge.query(AlertGet(account_id=account.id, alert_id=request.match_info["alert_id"]), account.id)
     return json_response(reply["body"], status=reply["status"])
 
 
 async def list_numbers(request: web.Request) -> web.Response:
     edge = edge_of(request)
     account = guards.reader(request).account
-    question = {"q": "numbers", "account_id": account.id, "plan": account.plan, "now": now_ms()}
-    reply = await edge.query(question, account.id)
+    reply = await edge.query(NumbersList(account_id=account.id, plan=account.plan, now=now_ms()), account.id)
     return json_response(reply["body"], status=reply["status"])
 
 
@@ -138,22 +159,17 @@ async def get_score(request: web.Request) -> web.Response:
     if direction not in ("inbound", "outbound"):
         raise ApiError(400, "invalid_direction")
     protected, other = (to, frm) if direction == "inbound" else (frm, to)
-    question = {
-        "q": "score",
-        "account_id": account.id,
-        "number": protected.e164,
-        "caller": other.e164,
-        "at": now_ms(),
-        "trusted": other.e164 in account.trusted,
-        "attrs": {},
-        "number_info": {"country": protected.country, "national": protected.national},
-        "caller_info": {
-            "country": other.country,
-            "national": other.national,
-            "valid": other.valid,
-            "premium": other.premium,
-        },
-    }
+    question = ScoreQuestion(
+        account_id=account.id,
+        number=protected.e164,
+        caller=other.e164,
+        at=now_ms(),
+        trusted=other.e164 in account.trusted,
+        number_info=NumberInfo(country=protected.country, national=protected.national),
+        caller_info=CallerInfo(
+            country=other.country, national=other.national, valid=other.valid, premium=other.premium
+        ),
+    )
     reply = await edge.query(question, account.id)
     return json_response(reply["body"], status=reply["status"])
 
@@ -163,8 +179,9 @@ async def get_reputation(request: web.Request) -> web.Response:
     account = guards.reader(request).account
     number = parse_number(unquote(request.match_info["number"]))
     if number is None:
-        raise ApiError(400, "invalid_number")
-    question = {"q": "reputation", "account_id": account.id, "number": number.e164, "now": now_ms()}
+        # The number looked up is a caller's (docs/api.md, Errors names the code).
+        raise ApiError(400, "invalid_caller")
+    question = ReputationQuestion(account_id=account.id, number=number.e164, now=now_ms())
     reply = await edge.query(question, number.e164)
     return json_response(reply["body"], status=reply["status"])
 

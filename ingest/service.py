@@ -1,32 +1,29 @@
-"""The edge's connections to the log: producer, accounts view, replies, worker health."""
+"""The edge's state and its conversation with the log: accounts, rate limits, workers' health, answers."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-import random
 import time
 from typing import Any
 
-import orjson
+import msgspec
 from aiohttp import web
-from aiokafka.errors import KafkaError
 
-from callscreen.accounts import AccountsView, apply
-from callscreen.follow import TopicFollower
-from callscreen.kafka import make_producer, partition_for
-from callscreen.settings import Settings
+from domain.accounts import AccountsView, apply
+from infra.kafka import partition_for
+from infra.settings import Settings
 from ingest.errors import ApiError
+from ingest.log import Log, LogUnavailable
 from ingest.metrics import EdgeMetrics
 from ingest.ratelimit import RateLimiter, UsageLedger, retry_after
-from ingest.replies import ReplyRouter
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 HEARTBEAT_STALE_S = 5.0
 # How often an edge tells the others what it admitted: at 1,200 events a minute, 0.2 s (plus a follow hop)
-# lets an account overshoot by a few events per edge, well inside the 10% decisions.md allows.
+# lets an account overshoot by a few events per edge, well inside the 10% docs/api.md allows.
 USAGE_REPORT_S = 0.2
 # Within the last tenth of its limit an account's admissions are reported at once: what another edge
 # admits before it hears of them is the overshoot, and a fast burst admits a lot in 0.2 s.
@@ -34,28 +31,27 @@ URGENT_BELOW = 0.1
 
 
 class Edge:
-    def __init__(self, settings: Settings) -> None:
+    """The edge's state (accounts, limits, the workers' health) and its conversation with the log."""
+
+    def __init__(self, settings: Settings, log: Log) -> None:
         self.settings = settings
+        self.log = log
         self.metrics = EdgeMetrics()
         self.accounts = AccountsView()
-        self.producer = make_producer(settings)
-        self.accounts_follower = TopicFollower(settings, settings.topic("accounts"), self._fold_account)
-        self.status_follower = TopicFollower(settings, settings.topic("status"), self._fold_status)
-        self.replies = ReplyRouter(settings, random.randrange(settings.reply_partitions))
-        self.read_limiter = RateLimiter(settings.reads_per_minute)
-        self.event_limiter = RateLimiter(settings.events_per_minute)
+        self.read_limiter = RateLimiter(settings.rules.limits.reads_per_minute)
+        self.event_limiter = RateLimiter(settings.rules.limits.events_per_minute)
         self.event_usage = UsageLedger()
         self._usage_urgent = asyncio.Event()
         self.workers: dict[str, tuple[float, frozenset[int], bool]] = {}
         self.last_write_ok = 0.0
         self._tasks: list[asyncio.Task[None]] = []
 
-    def _fold_account(self, record: dict[str, Any]) -> None:
+    def fold_account(self, record: dict[str, Any]) -> None:
         apply(self.accounts, record)
         self.metrics.admin_applied.labels(kind=str(record.get("kind"))).inc()
         self.metrics.accounts.set(len(self.accounts.accounts))
 
-    def _fold_status(self, record: dict[str, Any]) -> None:
+    def fold_status(self, record: dict[str, Any]) -> None:
         if record.get("kind") == "worker.heartbeat":
             parts = frozenset(int(p) for p in record.get("partitions", []))
             # When it was sent, not when this edge read it: at start-up the follower replays old beats, and
@@ -64,7 +60,7 @@ class Edge:
             self.workers[str(record["worker"])] = (time.monotonic() - age, parts, bool(record.get("ready")))
         elif record.get("kind") == "worker.stopped":
             self.workers.pop(str(record["worker"]), None)
-        elif record.get("kind") == "edge.usage" and record.get("edge") != self.replies.edge_id:
+        elif record.get("kind") == "edge.usage" and record.get("edge") != self.log.edge_id:
             self._debit_usage(record)
 
     def _debit_usage(self, record: dict[str, Any]) -> None:
@@ -76,11 +72,7 @@ class Edge:
             self.event_limiter.debit(account, int(spent), now)
 
     async def start(self) -> None:
-        await self.producer.start()
-        await self.replies.start()
-        await self.accounts_follower.start()
-        await self.status_follower.start()
-        await self.accounts_follower.caught_up()
+        await self.log.start(self.fold_account, self.fold_status)
         self._tasks = [
             asyncio.create_task(self._probe_writes(), name="write probe"),
             asyncio.create_task(self._share_usage(), name="usage sharing"),
@@ -88,15 +80,13 @@ class Edge:
 
     async def _probe_writes(self) -> None:
         """Health needs proof that the log takes writes: append a small heartbeat every second."""
-        record = orjson.dumps({"kind": "edge.heartbeat", "edge": self.replies.edge_id})
+        record = msgspec.json.encode({"kind": "edge.heartbeat", "edge": self.log.edge_id})
         while True:
             try:
-                await self.producer.send_and_wait(
-                    self.settings.topic("status"), record, key=self.replies.edge_id.encode()
-                )
+                await self.log.append(self.settings.topic("status"), self.log.edge_id, record)
                 self.last_write_ok = time.monotonic()
-            except KafkaError as exc:
-                log.warning("broker refused a write", extra={"error": type(exc).__name__})
+            except LogUnavailable as exc:
+                logger.warning("broker refused a write", extra={"error": str(exc)})
             await asyncio.sleep(1.0)
 
     async def _share_usage(self) -> None:
@@ -108,21 +98,16 @@ class Edge:
             events = self.event_usage.drain()
             if not events:
                 continue
-            record = {"kind": "edge.usage", "edge": self.replies.edge_id, "sent_at": time.time(), "events": events}
+            record = {"kind": "edge.usage", "edge": self.log.edge_id, "sent_at": time.time(), "events": events}
             try:
-                await self.producer.send_and_wait(
-                    self.settings.topic("status"), orjson.dumps(record), key=self.replies.edge_id.encode()
-                )
-            except KafkaError as exc:
-                log.warning("usage report lost", extra={"error": type(exc).__name__})
+                await self.log.append(self.settings.topic("status"), self.log.edge_id, msgspec.json.encode(record))
+            except LogUnavailable as exc:
+                logger.warning("usage report lost", extra={"error": str(exc)})
 
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
-        await self.status_follower.stop()
-        await self.accounts_follower.stop()
-        await self.replies.stop()
-        await self.producer.stop()
+        await self.log.stop()
 
     def healthy(self) -> bool:
         """True when the broker takes writes and every events partition is held by a ready worker."""
@@ -154,47 +139,41 @@ class Edge:
         if limiter.remaining(account_id, time.monotonic()) < URGENT_BELOW * limiter.limit:
             self._usage_urgent.set()
 
-    async def append(self, topic: str, key: str, record: dict[str, Any]) -> None:
+    async def append(self, topic: str, key: str, record: Any) -> None:
         """Append one record and wait for the broker's ack; 503 when the log cannot take it."""
         try:
-            await self.producer.send_and_wait(topic, orjson.dumps(record), key=key.encode())
-        except KafkaError as exc:
-            log.warning("append failed", extra={"topic": topic, "error": type(exc).__name__})
+            await self.log.append(topic, key, msgspec.json.encode(record))
+        except LogUnavailable as exc:
+            logger.warning("append failed", extra={"topic": topic, "error": str(exc)})
             raise ApiError(503, "unavailable", headers={"Retry-After": "1"}) from exc
 
     async def send_request(
-        self, topic: str, key: str, record: dict[str, Any], partition: int | None = None
-    ) -> tuple[str, asyncio.Future[dict[str, Any]]]:
+        self, topic: str, key: str, record: Any, partition: int | None = None
+    ) -> asyncio.Future[dict[str, Any]]:
         """Append a record that expects an answer; returns once the broker acknowledged it."""
-        corr, future = self.replies.expect()
         try:
-            await self.producer.send_and_wait(
-                topic, orjson.dumps(record), key=key.encode(), partition=partition, headers=self.replies.headers(corr)
-            )
-        except KafkaError as exc:
-            self.replies.forget(corr)
-            log.warning("append failed", extra={"topic": topic, "error": type(exc).__name__})
+            return await self.log.ask(topic, key, msgspec.json.encode(record), partition)
+        except LogUnavailable as exc:
+            logger.warning("append failed", extra={"topic": topic, "error": str(exc)})
             raise ApiError(503, "unavailable", headers={"Retry-After": "1"}) from exc
-        return corr, future
 
-    async def answer(self, pending: tuple[str, asyncio.Future[dict[str, Any]]]) -> dict[str, Any]:
+    async def answer(self, pending: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:
         """The worker's answer, or 503 past the answer deadline (the record stays in the log)."""
-        corr, future = pending
         try:
-            return await asyncio.wait_for(future, self.settings.answer_deadline_s)
+            return await asyncio.wait_for(asyncio.shield(pending), self.settings.answer_deadline_s)
         except TimeoutError as exc:
             raise ApiError(503, "unavailable", headers={"Retry-After": "1"}) from exc
         finally:
-            self.replies.forget(corr)
+            self.log.forget(pending)
 
-    async def ask(self, topic: str, key: str, record: dict[str, Any], partition: int | None = None) -> dict[str, Any]:
+    async def ask(self, topic: str, key: str, record: Any, partition: int | None = None) -> dict[str, Any]:
         return await self.answer(await self.send_request(topic, key, record, partition))
 
-    async def query(self, record: dict[str, Any], key: str) -> dict[str, Any]:
+    async def query(self, record: Any, key: str) -> dict[str, Any]:
         """Ask the worker that owns `key`'s partition a read-only question."""
         return await self.ask(self.settings.topic("queries"), key, record, partition=self.partition_for(key))
 
-    async def query_all(self, record: dict[str, Any]) -> list[dict[str, Any]]:
+    async def query_all(self, record: Any) -> list[dict[str, Any]]:
         """Ask every partition's owner and gather their answers (scatter/gather for listings)."""
         topic = self.settings.topic("queries")
         return list(

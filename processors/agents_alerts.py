@@ -4,49 +4,43 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
+import msgspec
 
-from callscreen.times import parse_ms
-from processors.alerts import make_alert
-from processors.runtime import Runtime
+from domain import billing, keys
+from domain.alerts import Alert
+from domain.billing import LastAlerted, PaymentFailed
+from domain.index import AlertEntry
+from domain.times import parse_ms
+from processors.parts import Parts
 
-MIN_MS = 60_000
 
+def register(w: Parts) -> None:
+    w.tables.table("alert_store")
+    w.tables.table("billing")
 
-def register(rt: Runtime) -> None:
-    rt.table("alert_store")
-    rt.table("billing")
-
-    @rt.app.agent(rt.topic("alerts"), concurrency=1)
+    @w.app.agent(w.topic("alerts"), concurrency=1)
     async def store_alerts(stream: Any) -> None:
-        async for event, _ in rt.folds(stream, "alerts"):
-            alert = orjson.loads(event.value)
-            rt.folded("alerts", event)
-            account, alert_id = alert["account_id"], alert["id"]
-            key = f"alert|{account}|{alert_id}"
-            if rt.read("alert_store", key) is not None:
+        async for record, _ in w.commits.folds(stream, "alerts"):
+            w.progress.folded("alerts", record)
+            alert = msgspec.json.decode(record.value, type=Alert)
+            key = keys.alert(alert.account_id, alert.id)
+            if w.tables.get("alert_store", key, Alert) is not None:
                 continue
-            rt.write("alert_store", key, alert)
-            created = parse_ms(alert["created_at"]) or 0
-            partition = event.message.partition
-            entry = [created, alert_id, alert["type"]]
-            rt.index("alert_store", account, partition, entry, "alerts")
+            w.tables.put("alert_store", key, alert)
+            entry = AlertEntry(parse_ms(alert.created_at) or 0, alert.id, alert.type)
+            w.tables.add_to_index("alert_store", "alerts", alert.account_id, record.message.partition, entry)
 
-    @rt.app.agent(rt.topic("billing"), concurrency=1)
-    async def billing(stream: Any) -> None:
-        async for event, _ in rt.folds(stream, "billing"):
-            record = orjson.loads(event.value)
-            replay = rt.folded("billing", event)
-            if record.get("kind") != "payment.failed":
-                continue
-            account, at = record["account_id"], int(record["at"])
-            last = rt.read("billing", account)
-            if last is not None and (
-                last["id"] == record["id"] or at - last["at"] < rt.detectors.cooldown_min * MIN_MS
-            ):
-                continue
-            rt.write("billing", account, {"id": record["id"], "at": at})
-            data = {"amount_cents": record["amount_cents"], "attempt": record["attempt"]}
-            if not replay:
-                alert = make_alert(account, "billing.payment_failed", account, at, at, data)
-                await (await rt.send("alerts", account, alert))
+    @w.app.agent(w.topic("billing"), concurrency=1)
+    async def payments(stream: Any) -> None:
+        async for record, pending in w.commits.folds(stream, "billing"):
+            replay = w.progress.folded("billing", record)
+            try:
+                payment = msgspec.json.decode(record.value, type=PaymentFailed)
+            except msgspec.ValidationError:
+                continue  # another kind of billing record
+            last = w.tables.get("billing", payment.account_id, LastAlerted)
+            after, alert = billing.payment_failed(last, payment, w.rules.detectors)
+            if after is not last:
+                w.tables.put("billing", payment.account_id, after)
+            if alert is not None and not replay:
+                pending.append(await w.appender.append("alerts", alert.account_id, alert))

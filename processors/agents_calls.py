@@ -1,114 +1,120 @@
-"""The per-call agent: folds the events topic into the calls table and answers each event."""
+"""The per-call agent: a shell around `domain.calls.fold` for the events topic, and the call sweep.
+
+For each event: wait on the barrier, read the call's row, gather what the event reads beyond it,
+fold, write the row, answer, append the facts and alerts.
+"""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
-import orjson
-
-from callscreen.kafka import partition_for
-from callscreen.plans import plan_limits
-from callscreen.times import now_ms
-from processors import calls
-from processors.runtime import Runtime
+from domain import calls, features, keys
+from domain.calls import CallState, Outcome, Stored
+from domain.events import CallStarted, Tick, decode_event
+from domain.ids import derived_event_id
+from domain.index import CallEntry
+from infra.clock import now_ms
+from infra.kafka import partition_for
+from processors.parts import Parts
 
 TICK_REPEAT_MS = 5000
 
 
-def register(rt: Runtime) -> None:
-    settings, app = rt.settings, rt.app
-    events = rt.topic("events")
-    rt.table("calls")
-    rt.table("call_index")
-    rt.table("sweeps")
+def register(w: Parts) -> None:
+    events = w.topic("events")
+    for name in ("calls", "call_index", "sweeps"):
+        w.tables.table(name)
     ticked: dict[str, int] = {}
 
-    def index_call(call: dict[str, Any], partition: int) -> None:
-        entry = [call["started_at"], call["call_id"], call["number"], call["caller"], call["action"]]
-        rt.index("call_index", call["account_id"], partition, entry)
-
-    def watch(key: str, due: int | None) -> None:
-        """One sweeps entry per open call that a rule may trip with no further event: its due time."""
-        if rt.read("sweeps", key) != due:
-            if due is None:
-                rt.delete("sweeps", key)
-            else:
-                rt.write("sweeps", key, due)
-
-    @app.agent(events, concurrency=1)
+    @w.app.agent(events, concurrency=1)
     async def fold_events(stream: Any) -> None:
-        async for event, pending in rt.folds(stream, "events"):
-            record = orjson.loads(event.value)
-            replay = rt.folded("events", event)
-            if replay:
-                await rt.mirror_caught_up.wait()
-            # With the partitions split between workers, an event must see every decision answered before
-            # it was sent, whichever worker made it: same answers as one worker, at the cost of a round trip.
-            shared = not replay and not rt.holds_every_partition()
-            if shared and rt.level_facts is not None:
-                await rt.level_facts()
-            key = event.key.decode()
-            state = rt.read("calls", key)
-            if record["type"] == "call.started" and not replay and not shared:
-                # Only a start reads blocks and patterns (its score).
-                await rt.consequences_applied(f"{record['account_id']}:{record['number']}")
-            target = calls.alias_target(state, record, rt.view)
-            if target is not None and not replay:
-                forward = f"{record['account_id']}:{target}".encode()
-                await events.send(key=forward, value=event.value, headers=event.headers)
-            if target is not None:
-                continue
-            outcome = calls.handle(
-                state,
-                record,
-                rt.view,
-                rt.policy,
-                plan_limits(settings, record.get("plan", "")),
-                rt.live,
-                settings.max_call_turns,
-                rt.detectors.long_call_min,
-            )
-            if replay:
-                outcome.facts, outcome.alerts = [], []
-            for fact in outcome.facts:
-                rt.view.apply(fact)
-            if outcome.state is not None:
-                rt.write("calls", key, outcome.state)
-                if state is None:
-                    index_call(outcome.state, event.message.partition)
-                watch(key, calls.sweep_due(outcome.state, rt.live, rt.detectors.long_call_min))
-            if not replay and not shared:
-                # Answered before the appends: a send can wait a broker round trip for its partition's
-                # previous record, and a crash before they land refolds the event, which appends them again.
-                await rt.reply(event, outcome.status, outcome.body)
-            acks = [await rt.send("decisions", f"{f['account_id']}:{f['number']}", f) for f in outcome.facts]
-            if not shared:
-                for fact, ack in zip(outcome.facts, acks, strict=True):
-                    rt.appended_fact(f"{fact['account_id']}:{fact['number']}", ack)
-            acks += [await rt.send("alerts", a["account_id"], a) for a in outcome.alerts]
-            if shared:
-                # Durable before the answer, so the barrier of the client's next event covers them.
-                for ack in acks:
-                    await ack
-                if not replay:
-                    await rt.reply(event, outcome.status, outcome.body)
-            pending.extend(acks)
+        async for record, pending in w.commits.folds(stream, "events"):
+            await fold_event(w, events, record, pending)
 
-    @app.timer(settings.silent_sweep_s, on_leader=False)
+    @w.app.timer(w.settings.silent_sweep_s, on_leader=False)
     async def sweep() -> None:
         """Appends a tick for each open call a rule may now trip without another event; the fold decides."""
-        if app.consumer is None or app.rebalancing or not await rt.replay_done("events"):
+        if w.app.consumer is None or w.app.rebalancing or not await w.progress.replay_done("events"):
             return
         now = now_ms()
         # The table iterates the partitions this worker holds; each entry is one open call's due time.
-        entries = [(raw_key.decode(), orjson.loads(raw_due)) for raw_key, raw_due in rt.table("sweeps").items()]
+        entries = [(raw_key.decode(), int(raw_due)) for raw_key, raw_due in w.tables.table("sweeps").items()]
         for gone in ticked.keys() - {key for key, _ in entries}:
             del ticked[gone]
         for key, due in entries:
             if due > now or now - ticked.get(key, 0) < TICK_REPEAT_MS:
                 continue
             ticked[key] = now
-            account, call_id = key.split(":", 1)
-            tick = {"type": "tick", "id": uuid.uuid4().hex, "at": now, "account_id": account, "call_id": call_id}
-            await rt.send("events", key, tick, partition=partition_for(key, settings.partitions))
+            account, call_id = keys.split_call(key)
+            # One id per due time: a tick appended again before the fold moved the due time counts once.
+            tick = Tick(id=derived_event_id("tick", key, str(due)), account_id=account, call_id=call_id, at=now)
+            await w.appender.append("events", key, tick, partition=partition_for(key, w.settings.partitions))
+
+
+async def fold_event(w: Parts, events: Any, record: Any, pending: list[Any]) -> None:
+    event = decode_event(record.value)
+    replay = w.progress.folded("events", record)
+    if replay:
+        await w.mirror.caught_up.wait()
+    # With the partitions split between workers, an event must see every fact appended before it was
+    # sent, whichever worker appended it: the same answers as one worker, at the cost of a round trip.
+    shared = not replay and not w.progress.holds_every_partition()
+    if shared:
+        await w.barrier.level()
+    elif not replay and isinstance(event, CallStarted):
+        await w.barrier.consequences_of(keys.number(event.account_id, event.number))
+    key = record.key.decode()
+    state: Stored | None = w.tables.get("calls", key, Stored)
+    outcome = calls.fold(state, event, features.context(w.view, state, event, w.rules), w.rules)
+    write_state(w, key, state, outcome, record.message.partition)
+    if outcome.forward is not None:
+        if not replay:
+            target = keys.call(event.account_id, outcome.forward).encode()
+            await events.send(key=target, value=record.value, headers=record.headers)
+        return
+    if replay:
+        # Its answer was given and its facts and alerts are in the log already.
+        return
+    if not shared:
+        # Answered before the appends: a crash before they land refolds the event, which appends them again.
+        await w.replies.reply(record, outcome.status, outcome.body)
+    acks = await append(w, outcome)
+    if shared:
+        # Durable before the answer, so the barrier of the client's next event covers them.
+        for ack in acks:
+            await ack
+        await w.replies.reply(record, outcome.status, outcome.body)
+    pending.extend(acks)
+
+
+def write_state(w: Parts, key: str, before: Stored | None, outcome: Outcome, partition: int) -> None:
+    after = outcome.state
+    if after is None:
+        return
+    w.tables.put("calls", key, after)
+    if not isinstance(after, CallState):
+        return
+    if before is None:
+        entry = CallEntry(
+            after.started_at, after.call_id, after.number, after.caller, after.answer.action, after.source
+        )
+        w.tables.add_to_index("call_index", "calls", after.account_id, partition, entry)
+    due = calls.sweep_due(after, w.rules)
+    if w.tables.get("sweeps", key, int) != due:
+        if due is None:
+            w.tables.delete("sweeps", key)
+        else:
+            w.tables.put("sweeps", key, due)
+
+
+async def append(w: Parts, outcome: Outcome) -> list[Any]:
+    acks = []
+    for fact in outcome.facts:
+        number_key = keys.number(fact.account_id, fact.number)
+        w.mirror.own(fact)
+        ack = await w.appender.append("decisions", number_key, fact)
+        w.barrier.appended(number_key, ack)
+        acks.append(ack)
+    for alert in outcome.alerts:
+        acks.append(await w.appender.append("alerts", alert.account_id, alert))
+    return acks

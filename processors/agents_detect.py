@@ -1,88 +1,76 @@
-"""The detector agent: folds the decisions topic, keyed by account and protected number.
+"""The detector agent: a shell around `domain.detectors.observe` for the decisions topic, and the
+sweep that ticks numbers in a spike (an hour can return to normal with no call).
 
-Each number's window state and cooldowns live in the `number_windows` table; alerts go to the
-alerts topic, blocks and active patterns back to the decisions topic as facts, where every
-worker's feature view picks them up for the score.
+Each number's window lives in the `number_windows` table; alerts go to the alerts topic, blocks,
+patterns and points back to the decisions topic as facts, where every worker's mirror applies them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import orjson
+import msgspec
 
-from processors import detectors
-from processors.alerts import make_alert
-from processors.runtime import Runtime
+from domain import detectors
+from domain.detectors import NumberWindow
+from domain.facts import NumberTick, decode_fact
+from domain.ids import derived_event_id
+from infra.clock import now_ms
+from processors.parts import Parts
 
-MIN_MS = 60_000
+TICK_REPEAT_MS = 5000
 
 
-def register(rt: Runtime) -> None:
-    rules = rt.detectors
-    rt.table("number_windows")
+def register(w: Parts) -> None:
+    for name in ("number_windows", "number_sweeps"):
+        w.tables.table(name)
+    ticked: dict[str, int] = {}
 
-    @rt.app.agent(rt.topic("decisions"), concurrency=1)
+    @w.app.agent(w.topic("decisions"), concurrency=1)
     async def detect(stream: Any) -> None:
-        async for event, pending in rt.folds(stream, "decisions"):
-            replay = rt.folded("decisions", event)
-            await fold_fact(event, pending, replay)
-            rt.detector_folded(event.message.partition, event.message.offset)
+        async for record, pending in w.commits.folds(stream, "decisions"):
+            replay = w.progress.folded("decisions", record)
+            await observe(w, record, pending, replay)
+            w.barrier.detector_folded(record.message.partition, record.message.offset)
 
-    async def fold_fact(event: Any, pending: list[Any], replay: bool) -> None:
-        fact = orjson.loads(event.value)
-        if fact.get("kind") not in ("call.decided", "call.settled"):
+    @w.app.timer(w.settings.silent_sweep_s, on_leader=False)
+    async def sweep_numbers() -> None:
+        """A tick for each number whose spike may have ended with the last hour; the detector decides."""
+        if w.app.consumer is None or w.app.rebalancing or not await w.progress.replay_done("decisions"):
             return
-        key = event.key.decode()
-        state = rt.read("number_windows", key) or detectors.new_state()
-        found = detectors.observe(state, fact, rules)
-        rt.write("number_windows", key, state)
-        if replay:
-            # Alerts, blocks and patterns of a replayed fact are already in the log.
-            return
-        for detection in found:
-            account = fact["account_id"]
-            alert = make_alert(
-                account, detection.type, detection.subject, detection.window_start, detection.at, detection.data
-            )
-            if detection.raised:
-                pending.append(await rt.send("alerts", account, alert))
-            for placed in consequences(fact, detection, alert["id"], rules):
-                pending.append(await rt.send("decisions", key, placed))
-                rt.view.apply(placed)
+        now = now_ms()
+        for raw_key, raw_due in list(w.tables.table("number_sweeps").items()):
+            key, due = raw_key.decode(), int(raw_due)
+            if due > now or now - ticked.get(key, 0) < TICK_REPEAT_MS:
+                continue
+            ticked[key] = now
+            account, number = key.split(":", 1)
+            # At the hour's end in event time: a number whose calls are backdated stays in their time.
+            tick = NumberTick(id=derived_event_id("tick", key, str(due)), account_id=account, number=number, at=due)
+            await w.appender.append("decisions", key, tick)
 
 
-def consequences(
-    fact: dict[str, Any], detection: detectors.Detection, alert_id: str, rules: detectors.DetectorRules
-) -> list[dict[str, Any]]:
-    """The block and pattern facts a detection places, with ids that make re-applying them a no-op."""
-    base = {"account_id": fact["account_id"], "number": fact["number"], "alert_id": alert_id}
-    placed = [
-        {
-            **base,
-            "kind": "block.placed",
-            "id": f"{alert_id}:{caller}",
-            "caller": caller,
-            "reason": detection.type,
-            "since": detection.window_start,
-            "until": detection.window_start + rules.block_min * MIN_MS,
-            "at": detection.at,
-        }
-        for caller in detection.blocks
-    ]
-    if detection.pattern is not None:
-        pattern = detection.pattern
-        placed.append(
-            {
-                **base,
-                "kind": "pattern.active",
-                "id": f"{alert_id}:pattern:{pattern['until']}",
-                "pattern": pattern["kind"],
-                "match": pattern["match"],
-                "width": pattern.get("width"),
-                "since": detection.at,
-                "until": pattern["until"],
-                "at": detection.at,
-            }
-        )
-    return placed
+async def observe(w: Parts, record: Any, pending: list[Any], replay: bool) -> None:
+    try:
+        fact = decode_fact(record.value)
+    except msgspec.ValidationError:
+        return  # a kind the detectors do not read
+    key = record.key.decode()
+    window = w.tables.get("number_windows", key, NumberWindow) or NumberWindow()
+    observed = detectors.observe(window, fact, w.rules.detectors, w.rules.scoring)
+    if observed.window is not window:
+        w.tables.put("number_windows", key, observed.window)
+    due = detectors.sweep_due(observed.window, fact.at)
+    if w.tables.get("number_sweeps", key, int) != due:
+        if due is None:
+            w.tables.delete("number_sweeps", key)
+        else:
+            w.tables.put("number_sweeps", key, due)
+    if replay:
+        # Alerts and consequences of a replayed fact are already in the log.
+        return
+    for alert in observed.alerts:
+        pending.append(await w.appender.append("alerts", alert.account_id, alert))
+    for placed in observed.facts:
+        w.mirror.own(placed)
+        pending.append(await w.appender.append("decisions", key, placed))

@@ -1,4 +1,6 @@
-"""Two waits inside Faust's aiokafka consumer: how long an empty fetch is held, and the prefetch backoff.
+"""Where Faust's consumer needs correcting: two waits, and where it may commit.
+
+The waits: how long an empty fetch is held, and the prefetch backoff.
 
 Faust hard-codes `fetch_max_wait_ms=1500`; the worker uses the service's setting instead. On the
 in-memory development broker aiokafka's 100 ms prefetch backoff also put ~100 ms stalls into about
@@ -6,12 +8,18 @@ in-memory development broker aiokafka's 100 ms prefetch backoff also put ~100 ms
 short backoff is harmful: the fetcher then sends a long poll that leaves out the partition still
 being consumed, and that partition's next record waits for the poll to end (50 concurrent starts
 missed the 2 s answer deadline with it). Applied once, before the app starts.
+
+Where it may commit: Faust computes a partition's next commit from the offsets acknowledged since the
+last one, and lets the lowest of them be one past the committed offset: when the record at the
+committed offset itself was never acknowledged (dropped during a rebalance), it commits past it and
+the record is never folded. `hold_commits_at_gaps` commits only from the committed offset on.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from faust.transport import consumer as consumer_module
 from faust.transport.drivers import aiokafka as driver
 
 _original = driver.AIOKafkaConsumerThread._create_worker_consumer
@@ -34,3 +42,15 @@ def tune_consumer(fetch_max_wait_ms: int, memory_broker: bool) -> None:
         return consumer
 
     driver.AIOKafkaConsumerThread._create_worker_consumer = create_worker_consumer  # type: ignore[method-assign]
+
+
+def hold_commits_at_gaps() -> None:
+    original = consumer_module.Consumer._new_offset
+
+    def new_offset(self: Any, tp: Any) -> Any:
+        acked, committed = self._acked[tp], self._committed_offset[tp]
+        if acked and committed is not None and min(acked) > committed and not self._gap[tp]:
+            return None
+        return original(self, tp)
+
+    consumer_module.Consumer._new_offset = new_offset  # type: ignore[method-assign]

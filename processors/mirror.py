@@ -1,42 +1,37 @@
-"""Keeps the worker's feature view level with the decisions and deliveries topics, every partition.
+"""The feature view's one writer: it folds the decisions and deliveries topics, every partition.
 
-A group-less consumer (no join, no rebalance) reads the facts of every worker; its offsets live in
-the feature store beside what they cover, so a restart resumes where the view left off.
+It applies this worker's own facts as they are appended (`own`: a start then reads the facts of the
+starts before it with no round trip through the broker) and every worker's facts as a group-less
+consumer reads them back; applying is idempotent by fact id, so each counts once. The consumer's
+offsets live in the feature store beside what they cover, so a restart resumes where the view left off.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
-from typing import Any
 
-import orjson
+import msgspec
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from callscreen.control import Generation
-from callscreen.settings import Settings
-from processors.features import FeatureView
+from domain import keys
+from domain.facts import Fact, decode_delivery, decode_fact
+from domain.features import FeatureView
+from infra.control import Generation
+from infra.kafka import make_consumer
+from infra.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
 class FactMirror:
-    """Follows the decisions topic (decisions, settlements, blocks, patterns) and the deliveries topic."""
-
-    def __init__(
-        self,
-        settings: Settings,
-        view: FeatureView,
-        consumer: Callable[..., AIOKafkaConsumer],
-        generation: Generation,
-        caught_up: asyncio.Event,
-    ) -> None:
+    def __init__(self, settings: Settings, view: FeatureView, generation: Generation) -> None:
         self.settings = settings
         self.view = view
-        self.topics = [settings.topic("decisions"), settings.topic("deliveries")]
-        self.make_consumer = consumer
-        self.caught_up = caught_up
+        self.decisions = settings.topic("decisions")
+        self.deliveries = settings.topic("deliveries")
+        self.caught_up = asyncio.Event()
         self.positions: dict[TopicPartition, int] = {}
         self.moved = asyncio.Condition()
         self.consumer: AIOKafkaConsumer | None = None
@@ -51,54 +46,69 @@ class FactMirror:
         }
 
     async def run(self) -> None:
-        consumer = self.make_consumer(self.settings, follower=True)
-        offsets = self.make_consumer(self.settings)
+        consumer = make_consumer(self.settings, follower=True)
+        offsets = make_consumer(self.settings)
         await consumer.start()
         await offsets.start()
         self.consumer, self.offsets = consumer, offsets
         try:
-            partitions = [TopicPartition(t, p) for t in self.topics for p in range(self.settings.partitions)]
+            partitions = [
+                TopicPartition(t, p) for t in (self.decisions, self.deliveries) for p in range(self.settings.partitions)
+            ]
             consumer.assign(partitions)
             positions = self.positions = {
-                tp: int(self.view.store.get(f"off|{tp.topic}|{tp.partition}") or 0) for tp in partitions
+                tp: int(self.view.store.get(keys.View.offset(tp.topic, tp.partition)) or 0) for tp in partitions
             }
             for tp, offset in positions.items():
                 consumer.seek(tp, offset)
-            self._check(positions)
+            self._check()
             while True:
                 batches = await consumer.getmany(timeout_ms=1000)
                 for tp, messages in batches.items():
                     for message in messages:
-                        self.apply(orjson.loads(message.value))
+                        self.apply(tp.topic, message.value)
                     positions[tp] = messages[-1].offset + 1
-                    self.view.store.put(f"off|{tp.topic}|{tp.partition}", positions[tp])
-                self._check(positions)
+                    self.view.store.put(keys.View.offset(tp.topic, tp.partition), positions[tp])
+                self._check()
                 async with self.moved:
                     self.moved.notify_all()
         finally:
             await consumer.stop()
             await offsets.stop()
 
-    async def level(self) -> None:
-        """Wait until the view holds every fact appended before this call: another worker's decisions are
-        then visible to the next event, as they are when one worker holds every partition."""
-        if self.offsets is None:
-            await self.caught_up.wait()
-            assert self.offsets is not None
-        ends = await self.offsets.end_offsets(list(self.positions))
-        try:
-            async with asyncio.timeout(self.settings.answer_deadline_s), self.moved:
-                await self.moved.wait_for(lambda: all(self.positions[tp] >= end for tp, end in ends.items()))
-        except TimeoutError:
-            log.warning("facts mirror behind the log; deciding on what it holds")
+    def own(self, fact: Fact) -> None:
+        """A fact this worker is appending: in the view at once, again (a no-op) when read back."""
+        self.view.apply(fact)
 
-    def _check(self, positions: dict[TopicPartition, int]) -> None:
+    def apply(self, topic: str, raw: bytes) -> None:
+        try:
+            if topic == self.decisions:
+                self.view.apply(decode_fact(raw))
+            else:
+                self.view.apply_delivery(decode_delivery(raw))
+        except msgspec.ValidationError:
+            log.exception("skipped a record the view cannot read", extra={"topic": topic})
+
+    def _check(self) -> None:
         """A replay of events may start once the view holds every fact the rebuild found."""
-        if not self.caught_up.is_set() and all(positions.get(tp, 0) >= end for tp, end in self.targets.items()):
+        if not self.caught_up.is_set() and all(self.positions.get(tp, 0) >= end for tp, end in self.targets.items()):
             self.caught_up.set()
 
-    def apply(self, fact: dict[str, Any]) -> None:
-        try:
-            self.view.apply(fact)
-        except (KeyError, TypeError, ValueError):
-            log.exception("skipped a fact that does not fold", extra={"fact_id": fact.get("id")})
+    async def applied(self, wanted: dict[TopicPartition, int], timeout_s: float) -> bool:
+        """Wait until the view has applied every record below `wanted`'s offsets; False past the timeout."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s), self.moved:
+                await self.moved.wait_for(lambda: all(self.positions.get(tp, 0) >= end for tp, end in wanted.items()))
+                return True
+        return False
+
+    async def ends(self) -> dict[TopicPartition, int]:
+        """The end offsets of every partition the mirror follows, as of now."""
+        if self.offsets is None:
+            await self.caught_up.wait()
+        assert self.offsets is not None
+        found: dict[TopicPartition, int] = await self.offsets.end_offsets(list(self.positions))
+        return found
+
+    def positions_by_name(self) -> dict[str, int]:
+        return {f"{tp.topic}|{tp.partition}": offset for tp, offset in self.positions.items()}

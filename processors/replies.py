@@ -1,4 +1,5 @@
-"""A worker's TCP connections to the edges that ask it questions, one per edge address."""
+"""Answers to the edge that asked: over TCP to the address in the request's headers, else (or when
+that fails) on the replies partition it named (docs/architecture.md, "The answer path")."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import asyncio
 import logging
 from typing import Any
 
-from callscreen import frames
+from infra import frames
+from processors.appender import Appender
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 1.0
@@ -37,3 +39,20 @@ class ReplyChannels:
         _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), CONNECT_TIMEOUT_S)
         self.writers[address] = writer
         return writer
+
+
+class ReplyPath:
+    def __init__(self, appender: Appender) -> None:
+        self.appender = appender
+        self.channels = ReplyChannels()
+
+    async def reply(self, event: Any, status: int, body: Any) -> None:
+        """Answer the edge that sent `event`; records without a correlation id are replays or ticks."""
+        headers = dict(event.headers or {})
+        partition, corr, reply_to = headers.get("reply-partition"), headers.get("corr"), headers.get("reply-to")
+        if partition is None or corr is None:
+            return
+        answer = {"status": status, "body": body}
+        if reply_to is not None and await self.channels.send(reply_to.decode(), {"corr": corr.decode(), **answer}):
+            return
+        await self.appender.append("replies", corr.decode(), answer, partition=int(partition))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import faust
 
-from callscreen.control import current_generation, log_identity
-from callscreen.settings import Settings
+from infra.control import current_generation, log_identity
+from infra.settings import Settings
 from processors.app import create_app
 
 log = logging.getLogger("callscreen.worker")

@@ -1,0 +1,145 @@
+"""Accounts as an event-sourced stream: the records admin commands append, and their fold.
+
+The fold is a pure function of (view, record); the edge, the workers and the admin command line
+all build the same view by folding the accounts topic from its start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from domain.ids import same_digest
+from domain.times import format_ms
+
+PLANS = ("watch", "guard")
+SCOPES = ("full", "read")
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    key_id: str
+    digest: str
+    scope: str
+    label: str
+    revoked: bool = False
+
+
+@dataclass(frozen=True)
+class Account:
+    id: str
+    name: str
+    plan: str
+    created_at: str
+    keys: dict[str, ApiKey] = field(default_factory=dict)
+    ingest_token_digest: str = ""
+    gate_token_digests: dict[str, str] = field(default_factory=dict)
+    signing_secret: str = ""
+    previous_secret: str = ""
+    previous_secret_until: str = ""
+    alert_webhook_url: str | None = None
+    trusted: frozenset[str] = frozenset()
+
+
+@dataclass
+class AccountsView:
+    """Every account, with lookups from credential digest to account."""
+
+    accounts: dict[str, Account] = field(default_factory=dict)
+    key_index: dict[str, tuple[str, str]] = field(default_factory=dict)
+    token_index: dict[str, str] = field(default_factory=dict)
+    applied: int = 0
+
+    def by_key_digest(self, key_digest: str) -> tuple[Account, ApiKey] | None:
+        found = self.key_index.get(key_digest)
+        if found is None:
+            return None
+        account = self.accounts[found[0]]
+        key = account.keys[found[1]]
+        if key.revoked or not same_digest(key.digest, key_digest):
+            return None
+        return account, key
+
+    def by_token_digest(self, token_digest: str) -> Account | None:
+        account_id = self.token_index.get(token_digest)
+        if account_id is None:
+            return None
+        account = self.accounts[account_id]
+        if not same_digest(account.ingest_token_digest, token_digest):
+            return None
+        return account
+
+
+def stamp(record: dict[str, Any], now_ms: int) -> dict[str, Any]:
+    """A record ready to append: a unique id and the time the change was asked for."""
+    return {"id": uuid.uuid4().hex, "at": format_ms(now_ms), **record}
+
+
+def evolve(account: Account | None, record: dict[str, Any]) -> Account | None:
+    """The account after one record; unknown kinds and records for unknown accounts change nothing."""
+    kind = record.get("kind")
+    if kind == "account.created":
+        key = record["key"]
+        return Account(
+            id=record["account_id"],
+            name=record.get("name", ""),
+            plan=record["plan"],
+            created_at=record["at"],
+            keys={key["key_id"]: ApiKey(key["key_id"], key["digest"], key["scope"], key.get("label", ""))},
+            ingest_token_digest=record["ingest_token_digest"],
+            signing_secret=record["signing_secret"],
+        )
+    if account is None:
+        return None
+    if kind == "key.created":
+        key = ApiKey(record["key_id"], record["digest"], record["scope"], record.get("label", ""))
+        return dataclasses.replace(account, keys={**account.keys, key.key_id: key})
+    if kind == "key.revoked":
+        old = account.keys.get(record["key_id"])
+        if old is None:
+            return account
+        return dataclasses.replace(account, keys={**account.keys, old.key_id: dataclasses.replace(old, revoked=True)})
+    if kind == "token.rotated":
+        if record["token_kind"] == "gate":
+            gates = {**account.gate_token_digests, record["number"]: record["digest"]}
+            return dataclasses.replace(account, gate_token_digests=gates)
+        return dataclasses.replace(account, ingest_token_digest=record["digest"])
+    if kind == "plan.set":
+        return dataclasses.replace(account, plan=record["plan"])
+    if kind == "trusted.added":
+        return dataclasses.replace(account, trusted=account.trusted | {record["number"]})
+    if kind == "trusted.removed":
+        return dataclasses.replace(account, trusted=account.trusted - {record["number"]})
+    if kind == "secret.rotated":
+        return dataclasses.replace(
+            account,
+            signing_secret=record["signing_secret"],
+            previous_secret=account.signing_secret,
+            previous_secret_until=record["previous_valid_until"],
+        )
+    if kind == "webhook.set":
+        return dataclasses.replace(account, alert_webhook_url=record["alert_webhook_url"])
+    return account
+
+
+def apply(view: AccountsView, record: dict[str, Any]) -> None:
+    """Fold one record into the view, keeping the credential indexes in step."""
+    account_id = record.get("account_id")
+    if not isinstance(account_id, str):
+        return
+    before = view.accounts.get(account_id)
+    after = evolve(before, record)
+    if after is None:
+        return
+    view.accounts[account_id] = after
+    for key in after.keys.values():
+        if key.revoked:
+            view.key_index.pop(key.digest, None)
+        else:
+            view.key_index[key.digest] = (account_id, key.key_id)
+    if before is not None and before.ingest_token_digest != after.ingest_token_digest:
+        view.token_index.pop(before.ingest_token_digest, None)
+    view.token_index[after.ingest_token_digest] = account_id
+    view.applied += 1

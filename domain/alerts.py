@@ -1,0 +1,76 @@
+"""Alerts (docs/api.md, Alert delivery): fixed severities, deterministic ids, the envelope receivers get."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from domain.ids import deterministic_id
+from domain.times import format_ms
+
+SEVERITY = {
+    "caller.rate_exceeded": "threat",
+    "caller.rotating_numbers": "critical",
+    "number.prefix_cluster": "threat",
+    "number.country_burst": "threat",
+    "number.geo_cluster": "threat",
+    "number.volume_exceeded": "critical",
+    "number.volume_spike": "critical",
+    "number.volume_normal": "info",
+    "number.spend_exceeded": "critical",
+    "call.long_running": "threat",
+    "call.suspicious": "critical",
+    "platform.degraded": "critical",
+    "billing.payment_failed": "info",
+}
+SEVERITY_RANK = {"info": 0, "threat": 1, "critical": 2}
+ENVELOPE = ("id", "type", "account_id", "created_at", "data")
+
+
+class Alert(msgspec.Struct, frozen=True, kw_only=True):
+    """A record of the alerts topic (schemas/alert.schema.json): the envelope, its severity and subject."""
+
+    id: str
+    type: str
+    account_id: str
+    created_at: str
+    severity: str
+    subject: str
+    data: dict[str, Any]
+
+    def envelope(self) -> dict[str, Any]:
+        """The body receivers get (docs/api.md)."""
+        return {
+            "id": self.id,
+            "type": self.type,
+            "account_id": self.account_id,
+            "created_at": self.created_at,
+            "data": self.data,
+        }
+
+
+def alert_id(account: str, kind: str, subject: str, window_start: int) -> str:
+    """Same (account, type, subject, window start) gives the same id, so a replay makes the same ids."""
+    return deterministic_id("alrt_", 20, account, kind, subject, str(window_start))
+
+
+def make_alert(account: str, kind: str, subject: str, window_start: int, raised_at: int, data: dict[str, Any]) -> Alert:
+    """`raised_at` is when it was raised: the edge's receipt time of the event that raised it, or a tick's."""
+    return Alert(
+        id=alert_id(account, kind, subject, window_start),
+        type=kind,
+        account_id=account,
+        created_at=format_ms(raised_at),
+        severity=SEVERITY[kind],
+        subject=subject,
+        data=data,
+    )
+
+
+def callers_named(alert: Alert) -> list[str]:
+    """The callers an alert charges points to (`prior.points`): the caller it names, or its run."""
+    if alert.type == "caller.rotating_numbers":
+        return [str(n) for n in alert.data.get("numbers", [])]
+    caller = alert.data.get("caller")
+    return [str(caller)] if caller else []

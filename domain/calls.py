@@ -1,0 +1,462 @@
+"""A call's record and its lifecycle (docs/api.md, A call's life) as one pure fold.
+
+`fold(state, event, context, rules)` takes the call's stored state, one event of the call, what
+the event may read beyond its call (`StartContext`, gathered by `domain.features`) and the rules,
+and returns the new state, the facts and alerts to append, and the answer. Nothing here reads a
+store, a setting or a clock; time is the event's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from domain import live
+from domain.alerts import Alert, make_alert
+from domain.events import AnyEvent, CallEnded, CallStarted, Tick, Turn
+from domain.facts import CallDecided, CallRefused, CallSettled, Cap, Fact, PointsCharged, PublicBlock, ScoreResult
+from domain.rules import DAY_MS, MIN_MS, SECOND_MS, Rules, ScoringRules
+from domain.scoring import Ending, History, Signals, prior_of, score_start, settle_spam_score, thresholds
+from domain.times import format_ms
+
+NOT_ANSWERED = frozenset({"busy", "no-answer", "failed", "canceled"})
+
+
+class Raised(msgspec.Struct, frozen=True, array_like=True):
+    """An alert the call raised, with the event that raised it: a refold of that event raises it again."""
+
+    event_id: str
+    alert: Alert
+
+
+class CallState(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="call"):
+    account_id: str
+    call_id: str
+    provider_call_id: str | None
+    to: str
+    from_: str = msgspec.field(name="from")
+    number: str
+    caller: str
+    direction: str
+    plan: str
+    started_at: int
+    ended_at: int | None = None
+    reason: str | None = None
+    source: str
+    cost: float | None
+    cost_breakdown: dict[str, float] | None
+    attrs: dict[str, Any]
+    quiet: bool
+    state: str = "open"
+    capped: bool
+    spam_score: int | None
+    duration_s: int | None = None
+    decision: CallDecided
+    end_id: str | None = None
+    live: live.LiveState = msgspec.field(default_factory=live.LiveState)
+    long_running_raised: bool = False
+    raised: list[Raised] = msgspec.field(default_factory=list)
+
+    @property
+    def answer(self) -> ScoreResult:
+        return self.decision.answer
+
+
+class Alias(msgspec.Struct, frozen=True, tag_field="kind", tag="alias"):
+    """A call id that names another record (the same call reported by a platform and its carrier)."""
+
+    alias_of: str
+
+
+Stored = CallState | Alias
+
+
+@dataclass(frozen=True)
+class StartContext:
+    """What an event may read beyond its own call's state, gathered before the fold."""
+
+    alias: str | None = None
+    decided: CallDecided | None = None
+    refused: CallRefused | None = None
+    numbers: int = 0
+    number_known: bool = False
+    scored_today: int = 0
+    caller_calls: int = 0
+    history: History = field(default_factory=History)
+    network_accounts: int = 0
+    first_seen: int | None = None
+    patterns: frozenset[str] = frozenset()
+    block: PublicBlock | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one event does: the answer, and what the shell must write and append."""
+
+    status: int
+    body: Any
+    state: Stored | None = None
+    facts: list[Fact] = field(default_factory=list)
+    alerts: list[Alert] = field(default_factory=list)
+    # The call this event belongs to: the shell appends it again under that call's key.
+    forward: str | None = None
+
+
+def fold(state: Stored | None, event: AnyEvent, context: StartContext, rules: Rules) -> Outcome:
+    if isinstance(state, Alias):
+        return Outcome(200, None, forward=state.alias_of)
+    if state is None and context.alias is not None and context.alias != event.call_id:
+        return Outcome(200, None, state=Alias(context.alias), forward=context.alias)
+    if isinstance(event, CallStarted):
+        return start(state, event, context, rules)
+    if state is None:
+        return Outcome(404, {"error": "unknown_call"})
+    if isinstance(event, CallEnded):
+        return end(state, event, rules)
+    if isinstance(event, Tick | Turn):
+        return turn(state, event, rules)
+    return Outcome(400, {"error": "invalid_type"})
+
+
+def start(state: CallState | None, event: CallStarted, context: StartContext, rules: Rules) -> Outcome:
+    if state is not None:
+        return second_start(state, event)
+    if context.decided is not None:
+        # Decided before (a refold after a crash): rebuild the record from the fact, never re-decide.
+        decided = context.decided
+        return Outcome(200, decided.answer, state=new_call(event, decided), facts=[decided])
+    if context.refused is not None:
+        # Refused before: the same answer and, again, its fact.
+        return Outcome(context.refused.status, context.refused.body, facts=[context.refused])
+    plan = rules.plans.plan(event.plan)
+    if not context.number_known and not event.register:
+        return refuse(event, 409, {"error": "not_protected"})
+    if not context.number_known and context.numbers >= plan.numbers:
+        return refuse(event, 402, {"error": "number_limit", "cap": plan.numbers})
+    day = event.at - event.at % DAY_MS
+    if context.scored_today >= plan.daily_starts:
+        answer = ScoreResult(
+            call_id=event.call_id,
+            score=0.0,
+            action="allow",
+            thresholds=thresholds(rules.scoring),
+            reasons=["capped"],
+            block=None,
+            checks={},
+            prior=prior_of(context.history, event.at),
+            capped=True,
+            cap=Cap(allowance=plan.daily_starts, used=context.scored_today, resets_at=format_ms(day + DAY_MS)),
+        )
+    else:
+        answer = score_start(event.call_id, signals(event, context, rules.scoring), rules.scoring)
+    geo = event.attrs.get("geo")
+    decided = CallDecided(
+        id=event.id,
+        account_id=event.account_id,
+        number=event.number,
+        at=event.at,
+        call_id=event.call_id,
+        caller=event.caller,
+        caller_country=event.caller_info.country,
+        caller_first_at=context.first_seen,
+        geo=geo if isinstance(geo, dict) and geo else None,
+        cost=event.cost,
+        direction=event.direction,
+        provider_call_id=event.provider_call_id,
+        quiet=event.quiet,
+        number_created=not context.number_known,
+        received_at=event.received_at or event.at,
+        answer=answer,
+    )
+    return Outcome(200, answer, state=new_call(event, decided), facts=[decided])
+
+
+def second_start(state: CallState, event: CallStarted) -> Outcome:
+    """The same start again (a retry, or a refold), or the same call from its other source."""
+    if event.id == state.decision.id:
+        return Outcome(200, state.answer, facts=[state.decision])
+    answer = msgspec.structs.replace(state.answer, call_id=event.call_id, duplicate=True)
+    if event.call_id == state.call_id:
+        return Outcome(200, answer)
+    # The platform and its carrier both reported this call: one record, the later source merged in.
+    merged = merge_report(state, event.cost, event.cost_breakdown, event.attrs, fill_only=True)
+    return Outcome(200, answer, state=merged)
+
+
+def refuse(event: CallStarted, status: int, body: dict[str, Any]) -> Outcome:
+    """A refused start is a fact too: a replay must refuse it again whatever came after it."""
+    fact = CallRefused(
+        id=event.id,
+        account_id=event.account_id,
+        number=event.number,
+        at=event.at,
+        call_id=event.call_id,
+        status=status,
+        body=body,
+    )
+    return Outcome(status, body, facts=[fact])
+
+
+def signals(event: CallStarted, context: StartContext, rules: ScoringRules) -> Signals:
+    attrs = event.attrs
+    caller, number = event.caller_info, event.number_info
+    digits = rules.neighbor_digits
+    neighbor = (
+        event.caller != event.number
+        and caller.country == number.country
+        and caller.national[:digits] == number.national[:digits]
+    )
+    calls = context.caller_calls + 1
+    return Signals(
+        at=event.at,
+        trusted=event.trusted,
+        attestation=attrs.get("attestation"),
+        caller_valid=caller.valid,
+        self_call=event.caller == event.number,
+        neighbor=neighbor,
+        premium=caller.premium,
+        forwarded=bool(attrs.get("forwarded_from")),
+        caller_calls_10m=calls,
+        patterns=context.patterns,
+        block=context.block,
+        history=context.history,
+        checks={
+            "caller_calls_10m": calls,
+            "network_calls": context.history.calls,
+            "network_accounts": context.network_accounts,
+        },
+    )
+
+
+def new_call(event: CallStarted, decided: CallDecided) -> CallState:
+    answer = decided.answer
+    return CallState(
+        account_id=event.account_id,
+        call_id=event.call_id,
+        provider_call_id=event.provider_call_id,
+        to=event.to,
+        from_=event.from_,
+        number=event.number,
+        caller=event.caller,
+        direction=event.direction,
+        plan=event.plan,
+        started_at=event.at,
+        source=event.source,
+        cost=event.cost,
+        cost_breakdown=event.cost_breakdown,
+        attrs=event.attrs,
+        quiet=event.quiet,
+        capped=answer.capped,
+        spam_score=None if answer.capped else round(answer.score * 100),
+        decision=decided,
+    )
+
+
+def merge_report(
+    call: CallState,
+    cost: float | None,
+    breakdown: dict[str, float] | None,
+    attrs: dict[str, Any],
+    fill_only: bool = False,
+) -> CallState:
+    """Another report of the call: the larger cost is kept; a platform breakdown replaces, a carrier's
+    price only fills gaps; attrs merge in (a second source's start only fills gaps)."""
+    new_cost = call.cost
+    if cost is not None and (new_cost is None or cost > new_cost):
+        new_cost = cost
+    new_breakdown = call.cost_breakdown
+    if breakdown:
+        if set(breakdown) - {"carrier"}:
+            new_breakdown = dict(breakdown)
+        else:
+            new_breakdown = {**breakdown, **(call.cost_breakdown or {})}
+    merged_attrs = {**attrs, **call.attrs} if fill_only else {**call.attrs, **attrs}
+    return msgspec.structs.replace(call, cost=new_cost, cost_breakdown=new_breakdown, attrs=merged_attrs)
+
+
+def end(state: CallState, event: CallEnded, rules: Rules) -> Outcome:
+    if state.state == "ended":
+        body = {"call_id": state.call_id, "duration_s": state.duration_s, "spam_score": state.spam_score}
+        if state.end_id == event.id:
+            # The same end folded again (a crash before its fact landed): the same answer and fact.
+            return Outcome(200, body, facts=settled_facts(state, rules))
+        return Outcome(200, {**body, "duplicate": True})
+    call = merge_report(state, event.cost, event.cost_breakdown, event.attrs)
+    duration = max(0, round((event.at - call.started_at) / SECOND_MS))
+    ending = Ending(
+        duration_s=duration,
+        answered=event.reason not in NOT_ANSWERED,
+        machine_inbound=call.direction == "inbound" and call.attrs.get("answered_by") == "machine_start",
+    )
+    call = msgspec.structs.replace(
+        call,
+        ended_at=event.at,
+        end_id=event.id,
+        reason=event.reason,
+        state="ended",
+        duration_s=duration,
+        spam_score=spam_score(call, rules, ending),
+    )
+    body = {"call_id": call.call_id, "duration_s": duration, "spam_score": call.spam_score}
+    return Outcome(200, body, state=call, facts=settled_facts(call, rules, event.received_at))
+
+
+def settled_facts(call: CallState, rules: Rules, received_at: int | None = None) -> list[Fact]:
+    """An ended call's settled score, identified by its end event, and the points its flags charge."""
+    assert call.end_id is not None and call.ended_at is not None and call.duration_s is not None
+    settled = CallSettled(
+        id=call.end_id,
+        account_id=call.account_id,
+        number=call.number,
+        at=call.ended_at,
+        call_id=call.call_id,
+        caller=call.caller,
+        duration_s=call.duration_s,
+        spam_score=call.spam_score,
+        cost=call.cost,
+        quiet=call.quiet,
+        flags=list(call.live.flags),
+        received_at=received_at or call.ended_at,
+    )
+    facts: list[Fact] = [settled]
+    if call.live.flags and not call.quiet:
+        points = rules.scoring.flag_points * len(call.live.flags)
+        facts.append(
+            PointsCharged(
+                id=f"{call.end_id}:flags",
+                account_id=call.account_id,
+                number=call.number,
+                at=call.ended_at,
+                caller=call.caller,
+                points=points,
+            )
+        )
+    return facts
+
+
+def turn(state: CallState, event: Turn | Tick, rules: Rules) -> Outcome:
+    """A turn-type event or a sweep tick: the live picture, and the alerts it raises."""
+    is_tick = isinstance(event, Tick)
+    if not is_tick and event.plan != "guard":
+        return Outcome(200, {**live_body(state), "ignored": True, "why": "live_monitor_is_guard"})
+    if live.already_folded(state.live, event.id):
+        again = [r.alert for r in state.raised if r.event_id == event.id]
+        return Outcome(200, live_body(state), alerts=again, facts=charges_of(again, state, rules))
+    if state.state == "ended":
+        # The record is closed: a late turn changes neither the settled score nor raises anything.
+        return Outcome(200, {**live_body(state), "ignored": True, "why": "call_ended"} if not is_tick else None)
+    if not is_tick and state.live.written >= rules.limits.max_call_turns:
+        return Outcome(200, {**live_body(state), "ignored": True, "why": "call_turn_cap"})
+    start_score = 0.0 if state.capped else state.answer.score
+    step = live.fold(state.live, event, state.started_at, start_score, rules.live)
+    call = msgspec.structs.replace(state, live=step.state)
+    call = msgspec.structs.replace(call, spam_score=spam_score(call, rules))
+    raised_at = event.at if is_tick else (event.received_at or event.at)
+    alerts: list[Alert] = []
+    if step.tripped_alert and not call.quiet:
+        alerts.append(suspicious_alert(call, raised_at))
+    long_running = long_running_alert(call, event.at, raised_at, rules)
+    if long_running is not None:
+        call = msgspec.structs.replace(call, long_running_raised=True)
+        if not call.quiet:
+            alerts.append(long_running)
+    if alerts:
+        call = msgspec.structs.replace(call, raised=[*call.raised, *(Raised(event.id, a) for a in alerts)])
+    return Outcome(
+        200, live_body(call) if not is_tick else None, state=call, alerts=alerts, facts=charges_of(alerts, call, rules)
+    )
+
+
+def charges_of(alerts: list[Alert], call: CallState, rules: Rules) -> list[Fact]:
+    points = rules.scoring.alert_points
+    return [
+        PointsCharged(
+            id=f"{a.id}:points:{call.caller}",
+            account_id=call.account_id,
+            number=call.number,
+            at=call.started_at,
+            caller=call.caller,
+            points=int(points[a.severity]),
+        )
+        for a in alerts
+    ]
+
+
+def spam_score(call: CallState, rules: Rules, ending: Ending | None = None) -> int | None:
+    picture = call.live
+    return settle_spam_score(
+        start_score=None if call.capped else call.answer.score,
+        live_score=picture.score,
+        flags=picture.flags,
+        two_sided=min(picture.user_turns, picture.agent_turns) >= rules.scoring.two_sided_turns,
+        ending=ending,
+        rules=rules.scoring,
+    )
+
+
+def sweep_due(call: CallState, rules: Rules) -> int | None:
+    """When a sweep must look at this call again: silence or length can raise with no further event."""
+    if call.state != "open":
+        return None
+    due = []
+    if not call.long_running_raised:
+        due.append(call.started_at + rules.detectors.long_call_min * MIN_MS)
+    picture = call.live
+    silent = call.plan == "guard" and "silent_listener" not in picture.flags
+    if silent and picture.current.first_agent_at is not None and picture.current.first_user_at is None:
+        due.append(int(call.started_at + rules.live.silent_s * SECOND_MS))
+    return min(due) if due else None
+
+
+def long_running_alert(call: CallState, at: int, raised_at: int, rules: Rules) -> Alert | None:
+    """`call.long_running` once per call, when an event or a tick finds it open past the ceiling."""
+    ceiling = rules.detectors.long_call_min
+    if call.state != "open" or call.long_running_raised or at - call.started_at < ceiling * MIN_MS:
+        return None
+    data: dict[str, Any] = {
+        "number": call.number,
+        "caller": call.caller,
+        "call_id": call.call_id,
+        "started_at": format_ms(call.started_at),
+        "minutes": (at - call.started_at) // MIN_MS,
+        "ceiling_min": ceiling,
+    }
+    if call.direction == "outbound":
+        data["direction"] = "outbound"
+    return make_alert(call.account_id, "call.long_running", call.call_id, call.started_at, raised_at, data)
+
+
+def suspicious_alert(call: CallState, raised_at: int) -> Alert:
+    picture = call.live
+    flags = picture.flags
+    first = picture.first_alert_at if picture.first_alert_at is not None else call.started_at
+    data: dict[str, Any] = {
+        "number": call.number,
+        "caller": call.caller,
+        "call_id": call.call_id,
+        "flags": [f for f in flags if f in live.ALERT_LEVEL] + [f for f in flags if f not in live.ALERT_LEVEL],
+        "score": picture.score,
+        "seconds": max(0, (first - call.started_at) // SECOND_MS),
+    }
+    if call.direction == "outbound":
+        data["direction"] = "outbound"
+    return make_alert(call.account_id, "call.suspicious", call.call_id, call.started_at, raised_at, data)
+
+
+def call_reasons(call: CallState) -> list[str]:
+    """The start's reasons, then each live flag as `live_<flag>`."""
+    return [*call.answer.reasons, *(f"live_{flag}" for flag in call.live.flags)]
+
+
+def live_body(call: CallState) -> dict[str, Any]:
+    picture = call.live
+    return {
+        "flags": picture.flags,
+        "score": picture.score,
+        "spam_score": call.spam_score,
+        "user_turns": picture.user_turns,
+        "agent_turns": picture.agent_turns,
+        "interruptions": picture.interruptions,
+    }

@@ -1,0 +1,136 @@
+"""The account changes a person asks for (admin commands, the dashboard): each is one record for the
+accounts topic, and what to show the person. Refusals raise `Refused` with the code to print.
+
+Credentials are made here and shown once; the record carries only their digests (docs/api.md,
+Credentials), except the signing secret, which the alerting role needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from domain import ids
+from domain.accounts import PLANS, SCOPES, Account
+from domain.phone import normalise
+from domain.rules import DAY_MS
+from domain.times import format_ms
+
+# For a day after a rotation, deliveries carry a signature with the old secret too.
+SECRET_OVERLAP_MS = DAY_MS
+
+
+class Refused(Exception):
+    """A change that cannot be made; its message is the `error` code."""
+
+
+@dataclass(frozen=True)
+class Change:
+    record: dict[str, Any]
+    shown: dict[str, Any]
+
+
+def existing(account: Account | None) -> Account:
+    if account is None:
+        raise Refused("unknown_account")
+    return account
+
+
+def check_plan(plan: str) -> None:
+    if plan not in PLANS:
+        raise Refused("invalid_plan")
+
+
+def create_account(plan: str, name: str = "", account_id: str = "") -> Change:
+    """A new account; `account_id` only where two logs must hold the same account (tests, migrations)."""
+    check_plan(plan)
+    account_id = account_id or ids.new_account_id()
+    key, key_id = ids.new_key("full"), ids.new_key_id()
+    token, secret = ids.new_ingest_token(), ids.new_signing_secret()
+    record = {
+        "kind": "account.created",
+        "account_id": account_id,
+        "name": name,
+        "plan": plan,
+        "key": {"key_id": key_id, "digest": ids.digest(key), "scope": "full", "label": "original"},
+        "ingest_token_digest": ids.digest(token),
+        "signing_secret": secret,
+    }
+    shown = {
+        "account_id": account_id,
+        "key": key,
+        "key_id": key_id,
+        "ingest_token": token,
+        "signing_secret": secret,
+        "plan": plan,
+    }
+    return Change(record, shown)
+
+
+def create_key(account: Account | None, scope: str, label: str = "") -> Change:
+    found = existing(account)
+    if scope not in SCOPES:
+        raise Refused("invalid_scope")
+    key, key_id = ids.new_key(scope), ids.new_key_id()
+    record = {
+        "kind": "key.created",
+        "account_id": found.id,
+        "key_id": key_id,
+        "digest": ids.digest(key),
+        "scope": scope,
+        "label": label,
+    }
+    return Change(record, {"key_id": key_id, "key": key, "scope": scope, "label": label})
+
+
+def revoke_key(account: Account | None, key_id: str) -> Change:
+    found = existing(account)
+    if key_id not in found.keys:
+        raise Refused("unknown_key")
+    return Change(
+        {"kind": "key.revoked", "account_id": found.id, "key_id": key_id}, {"key_id": key_id, "revoked": True}
+    )
+
+
+def rotate_token(account: Account | None, kind: str, number: str | None = None) -> Change:
+    found = existing(account)
+    record: dict[str, Any] = {"kind": "token.rotated", "account_id": found.id, "token_kind": kind}
+    if kind == "ingest":
+        token = ids.new_ingest_token()
+    elif kind == "gate":
+        e164 = normalise(number)
+        if e164 is None:
+            raise Refused("invalid_number")
+        token = ids.new_gate_token()
+        record["number"] = e164
+    else:
+        raise Refused("invalid_kind")
+    return Change({**record, "digest": ids.digest(token)}, {"token": token})
+
+
+def set_plan(account: Account | None, plan: str) -> Change:
+    found = existing(account)
+    check_plan(plan)
+    return Change({"kind": "plan.set", "account_id": found.id, "plan": plan}, {"account_id": found.id, "plan": plan})
+
+
+def trust(account: Account | None, add: bool, number: str) -> Change:
+    found = existing(account)
+    e164 = normalise(number)
+    if e164 is None:
+        raise Refused("invalid_number")
+    record = {"kind": "trusted.added" if add else "trusted.removed", "account_id": found.id, "number": e164}
+    return Change(record, {"account_id": found.id, "number": e164, "trusted": add})
+
+
+def rotate_secret(account: Account | None, now_ms: int) -> Change:
+    found = existing(account)
+    secret = ids.new_signing_secret()
+    until = format_ms(now_ms + SECRET_OVERLAP_MS)
+    record = {
+        "kind": "secret.rotated",
+        "account_id": found.id,
+        "signing_secret": secret,
+        "previous_valid_until": until,
+    }
+    return Change(record, {"signing_secret": secret, "previous_valid_until": until})

@@ -1,0 +1,112 @@
+"""Records on the events topic (schemas/events.schema.json), as frozen typed structs.
+
+The edge makes them from validated request bodies (`domain.validation`); the worker's sweep adds
+`Tick`s. `decode_event` reads one back; a record it cannot read is not an event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class NumberInfo(msgspec.Struct, frozen=True):
+    country: str
+    national: str
+
+
+class CallerInfo(msgspec.Struct, frozen=True):
+    country: str
+    national: str
+    valid: bool
+    premium: bool
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """What every record carries: its own id, the call it belongs to, and its time in event time."""
+
+    id: str
+    account_id: str
+    call_id: str
+    at: int
+    received_at: int | None = None
+    plan: str = ""
+
+
+class CallStarted(Event, frozen=True, kw_only=True, tag="call.started"):
+    to: str
+    from_: str = msgspec.field(name="from")
+    direction: str = "inbound"
+    number: str
+    caller: str
+    number_info: NumberInfo
+    caller_info: CallerInfo
+    register: bool = True
+    quiet: bool = False
+    source: str = "api"
+    cost: float | None = None
+    cost_breakdown: dict[str, float] | None = None
+    attrs: dict[str, Any] = msgspec.field(default_factory=dict)
+    provider_call_id: str | None = None
+    trusted: bool = False
+
+
+class CallEnded(Event, frozen=True, kw_only=True, tag="call.ended"):
+    reason: str = "ended"
+    cost: float | None = None
+    cost_breakdown: dict[str, float] | None = None
+    attrs: dict[str, Any] = msgspec.field(default_factory=dict)
+    provider_call_id: str | None = None
+
+
+class Turn(Event, frozen=True, kw_only=True, omit_defaults=True):
+    """A turn-type event: only lengths, counts and a 12-hex hash, never words (absent fields stay absent)."""
+
+    role: str
+    turn: int | None = None
+    chars: int | None = None
+    words: int | None = None
+    hash: str | None = None
+    interrupted: bool | None = None
+
+
+class TurnStarted(Turn, frozen=True, kw_only=True, tag="turn.started"):
+    pass
+
+
+class TurnEnded(Turn, frozen=True, kw_only=True, tag="turn.ended"):
+    pass
+
+
+class Interruption(Turn, frozen=True, kw_only=True, tag="interruption"):
+    pass
+
+
+class Transcript(Turn, frozen=True, kw_only=True, tag="transcript"):
+    pass
+
+
+class Tick(Event, frozen=True, kw_only=True, tag="tick", omit_defaults=True):
+    """The sweep's look at an open call: silence and length can trip a rule with no event of the call."""
+
+
+AnyEvent = CallStarted | CallEnded | TurnStarted | TurnEnded | Interruption | Transcript | Tick
+TURN_TYPES = ("turn.started", "turn.ended", "interruption", "transcript")
+
+_decoder = msgspec.json.Decoder(AnyEvent)
+_encoder = msgspec.json.Encoder()
+
+
+def decode_event(raw: bytes) -> AnyEvent:
+    """The event in `raw`; msgspec.ValidationError or DecodeError when it is not one."""
+    event: AnyEvent = _decoder.decode(raw)
+    return event
+
+
+def encode(record: msgspec.Struct) -> bytes:
+    return _encoder.encode(record)
+
+
+def event_type(event: Event) -> str:
+    return str(event.__struct_config__.tag)

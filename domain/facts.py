@@ -1,0 +1,175 @@
+"""Facts on the decisions topic (schemas/decisions.schema.json) and outcomes on the deliveries topic.
+
+A fact is something decided once: a start's score, a refusal, a settled end, a block, an active
+pattern, points charged to a caller. Every fold that reads them applies each one idempotently (by
+its id), so a fact appended twice (a refold after a crash) counts once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class Thresholds(msgspec.Struct, frozen=True):
+    review: float
+    reject: float
+
+
+class LastCall(msgspec.Struct, frozen=True):
+    score: int
+    days: int
+
+
+class Prior(msgspec.Struct, frozen=True):
+    """The caller's history on this account and the network (docs/rules.md, Scoring)."""
+
+    points: int = 0
+    calls: int = 0
+    good: int = 0
+    last: LastCall | None = None
+
+
+class PublicBlock(msgspec.Struct, frozen=True):
+    reason: str
+    alert_id: str
+    since: str
+    until: str
+
+
+class Cap(msgspec.Struct, frozen=True):
+    allowance: int
+    used: int
+    resets_at: str
+
+
+class ScoreResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """The answer to a start (docs/api.md); `block` is always present, `capped` and `cap` when so."""
+
+    call_id: str
+    score: float
+    action: str
+    thresholds: Thresholds
+    reasons: list[str]
+    block: PublicBlock | None
+    checks: dict[str, int]
+    prior: Prior
+    capped: bool = False
+    cap: Cap | None = None
+    duplicate: bool = False
+
+
+class Fact(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
+    id: str
+    account_id: str
+    number: str
+    at: int
+
+
+class CallDecided(Fact, frozen=True, kw_only=True, tag="call.decided"):
+    """A start's score, decided once; `id` is the start event's id."""
+
+    call_id: str
+    caller: str
+    caller_country: str
+    caller_first_at: int | None
+    geo: dict[str, Any] | None
+    cost: float | None
+    direction: str
+    provider_call_id: str | None
+    quiet: bool
+    number_created: bool
+    received_at: int
+    answer: ScoreResult
+
+
+class CallRefused(Fact, frozen=True, kw_only=True, tag="call.refused"):
+    """A start refused (409, 402): a replay must refuse it again whatever came after it."""
+
+    call_id: str
+    status: int
+    body: dict[str, Any]
+
+
+class CallSettled(Fact, frozen=True, kw_only=True, tag="call.settled"):
+    """An ended call's settled score; `id` is the end event's id."""
+
+    call_id: str
+    caller: str
+    duration_s: int
+    spam_score: int | None
+    cost: float | None
+    quiet: bool
+    flags: list[str] = msgspec.field(default_factory=list)
+    received_at: int = 0
+
+
+class BlockPlaced(Fact, frozen=True, kw_only=True, tag="block.placed"):
+    alert_id: str
+    caller: str
+    reason: str
+    since: int
+    until: int
+
+
+class PatternActive(Fact, frozen=True, kw_only=True, tag="pattern.active"):
+    alert_id: str
+    pattern: str
+    match: str
+    width: int | None
+    since: int
+    until: int
+
+
+class PointsCharged(Fact, frozen=True, kw_only=True, tag="points.charged"):
+    """Points charged to a caller by an alert that names it, or by a settled call's live flags."""
+
+    caller: str
+    points: int
+
+
+class NumberTick(Fact, frozen=True, kw_only=True, tag="number.tick"):
+    """The sweep's look at a number in a spike: an hour can return to normal with no call to it."""
+
+
+AnyFact = CallDecided | CallRefused | CallSettled | BlockPlaced | PatternActive | PointsCharged | NumberTick
+
+
+class Delivery(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", omit_defaults=True):
+    """A record of the deliveries topic (schemas/deliveries.schema.json), keyed by alert id."""
+
+    alert_id: str
+    account_id: str
+    at: int = 0
+
+
+class DeliverySkipped(Delivery, frozen=True, kw_only=True, tag="delivery.skipped"):
+    reason: str
+
+
+class DeliveryAttempt(Delivery, frozen=True, kw_only=True, tag="delivery.attempt"):
+    pass
+
+
+class DeliveryOutcome(Delivery, frozen=True, kw_only=True, tag="delivery.outcome"):
+    delivered: bool
+    status: int | None
+    error: str | None
+    duration_ms: int
+
+
+AnyDelivery = DeliverySkipped | DeliveryAttempt | DeliveryOutcome
+
+_facts = msgspec.json.Decoder(AnyFact)
+_deliveries = msgspec.json.Decoder(AnyDelivery)
+
+
+def decode_fact(raw: bytes) -> AnyFact:
+    fact: AnyFact = _facts.decode(raw)
+    return fact
+
+
+def decode_delivery(raw: bytes) -> AnyDelivery:
+    record: AnyDelivery = _deliveries.decode(raw)
+    return record

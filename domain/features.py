@@ -1,0 +1,273 @@
+"""The feature view: per-account, per-number and per-caller facts that a start's score reads.
+
+It is the fold of the decisions and deliveries topics, kept in a `Store`. Every worker keeps a
+full copy, written by one writer, the facts mirror; a fold that needs its own facts applied waits
+for the mirror (docs/architecture.md, "The barrier"). Every apply is idempotent and
+order-independent (counters by fact id, sets, maxima by event time), so a fact appended twice
+counts once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from domain import keys
+from domain.calls import CallState, StartContext, Stored
+from domain.detectors import pattern_matches
+from domain.events import AnyEvent, CallStarted
+from domain.facts import (
+    AnyDelivery,
+    BlockPlaced,
+    CallDecided,
+    CallRefused,
+    CallSettled,
+    DeliveryOutcome,
+    Fact,
+    PatternActive,
+    PointsCharged,
+    PublicBlock,
+)
+from domain.rules import DAY_MS, HOUR_MS, Rules, ScoringRules
+from domain.scoring import History, Last
+from domain.store import Store
+from domain.times import format_ms
+
+K = keys.View
+WINDOW_KEEP = 64
+BUCKET_DAYS = 8
+
+
+class FeatureView:
+    def __init__(self, store: Store, rules: ScoringRules) -> None:
+        self.store = store
+        self.rules = rules
+
+    # Reads.
+    def decision(self, account: str, call_id: str) -> CallDecided | None:
+        raw = self.store.get(K.decision(account, call_id))
+        return None if raw is None else msgspec.convert(raw, CallDecided)
+
+    def refusal(self, event_id: str) -> CallRefused | None:
+        raw = self.store.get(K.refusal(event_id))
+        return None if raw is None else msgspec.convert(raw, CallRefused)
+
+    def numbers(self, account: str) -> dict[str, int]:
+        found: dict[str, int] = self.store.get(K.numbers(account)) or {}
+        return found
+
+    def scored_on(self, account: str, day_ms: int) -> int:
+        return int(self.store.get(K.scored(account, day_ms)) or 0)
+
+    def caller_calls(self, account: str, number: str, caller: str, since_ms: int, until_ms: int) -> int:
+        times = self.store.get(K.caller_window(account, number, caller)) or []
+        return sum(1 for t in times if since_ms < t <= until_ms)
+
+    def history(self, caller: str) -> History:
+        h = self.store.get(K.history(caller))
+        if not h:
+            return History()
+        return History(
+            calls=h["calls"],
+            good=h["good"],
+            bad=h["bad"],
+            points=h.get("points", 0),
+            last_settled=Last(**h["settled"]) if h.get("settled") else None,
+            last_start=Last(**h["start"]) if h.get("start") else None,
+        )
+
+    def first_seen(self, caller: str) -> int | None:
+        found = self.store.get(K.history(caller))
+        return None if not found else found.get("first")
+
+    def network_accounts(self, caller: str) -> int:
+        return len(self.store.get(K.accounts(caller)) or [])
+
+    def provider_alias(self, account: str, provider_call_id: str) -> str | None:
+        found: str | None = self.store.get(K.provider(account, provider_call_id))
+        return found
+
+    def hourly(self, account: str, number: str) -> dict[str, int]:
+        found: dict[str, int] = self.store.get(K.hours(account, number)) or {}
+        return found
+
+    def block(self, account: str, number: str, caller: str, at: int) -> PublicBlock | None:
+        found = self.store.get(K.block(account, number, caller))
+        if found is None or not found["since"] <= at < found["until"]:
+            return None
+        return PublicBlock(
+            reason=found["reason"],
+            alert_id=found["alert_id"],
+            since=format_ms(found["since"]),
+            until=format_ms(found["until"]),
+        )
+
+    def patterns(self, account: str, number: str, at: int) -> list[PatternActive]:
+        active = msgspec.convert(self.store.get(K.patterns(account, number)) or [], list[PatternActive])
+        return [p for p in active if p.since <= at < p.until]
+
+    def delivery(self, alert_id: str) -> dict[str, Any] | None:
+        found: dict[str, Any] | None = self.store.get(K.delivery(alert_id))
+        return found
+
+    def alias_for(self, account: str, call_id: str, provider_call_id: str | None) -> str | None:
+        """The call an event belongs to when another record holds it under its provider id."""
+        for candidate in (call_id, provider_call_id):
+            if candidate:
+                target = self.provider_alias(account, candidate)
+                if target and target != call_id:
+                    return target
+        return None
+
+    # The fold.
+    def apply(self, fact: Fact) -> bool:
+        """Fold one fact; False when it was already applied (or is not one the view keeps)."""
+        if isinstance(fact, CallDecided):
+            return self._decided(fact)
+        if isinstance(fact, CallSettled):
+            return self._settled(fact)
+        if isinstance(fact, CallRefused):
+            return self._once(K.refusal(fact.id), msgspec.to_builtins(fact))
+        if isinstance(fact, BlockPlaced):
+            return self._block(fact)
+        if isinstance(fact, PatternActive):
+            return self._pattern(fact)
+        if isinstance(fact, PointsCharged):
+            return self._points(fact)
+        return False
+
+    def apply_delivery(self, record: AnyDelivery) -> bool:
+        """The latest word on an alert's webhook: skipped, attempted, then its outcome."""
+        key = K.delivery(record.alert_id)
+        known = self.store.get(key)
+        if known is not None and known["kind"] == "delivery.outcome":
+            return False
+        summary: dict[str, Any] = {"kind": record.__struct_config__.tag, "delivered": False}
+        if isinstance(record, DeliveryOutcome):
+            summary.update(
+                delivered=record.delivered, status=record.status, error=record.error, duration_ms=record.duration_ms
+            )
+        self.store.put(key, summary)
+        return True
+
+    def _once(self, key: str, value: Any) -> bool:
+        if self.store.get(key) is not None:
+            return False
+        self.store.put(key, value)
+        return True
+
+    def _block(self, fact: BlockPlaced) -> bool:
+        key = K.block(fact.account_id, fact.number, fact.caller)
+        existing = self.store.get(key)
+        if existing is not None and existing["until"] >= fact.until:
+            return False
+        self.store.put(
+            key, {"reason": fact.reason, "alert_id": fact.alert_id, "since": fact.since, "until": fact.until}
+        )
+        return True
+
+    def _pattern(self, fact: PatternActive) -> bool:
+        key = K.patterns(fact.account_id, fact.number)
+        active = [p for p in msgspec.convert(self.store.get(key) or [], list[PatternActive]) if p.until > fact.since]
+        if any(p.id == fact.id for p in active):
+            return False
+        ordered = sorted([*active, fact], key=lambda p: (p.until, p.pattern, p.match))
+        self.store.put(key, msgspec.to_builtins(ordered))
+        return True
+
+    def _points(self, fact: PointsCharged) -> bool:
+        if not self._once(K.charged(fact.id), 1):
+            return False
+        h = self._raw_history(fact.caller)
+        h["points"] = h.get("points", 0) + fact.points
+        self.store.put(K.history(fact.caller), h)
+        return True
+
+    def _decided(self, fact: CallDecided) -> bool:
+        account, call_id = fact.account_id, fact.call_id
+        if not self._once(K.decision(account, call_id), msgspec.to_builtins(fact)):
+            return False
+        number, caller, at = fact.number, fact.caller, fact.at
+        numbers = self.numbers(account)
+        if number not in numbers or at < numbers[number]:
+            numbers[number] = at
+            self.store.put(K.numbers(account), numbers)
+        if fact.provider_call_id:
+            self.store.put(K.provider(account, fact.provider_call_id), call_id)
+        if not fact.answer.capped:
+            day = K.scored(account, at - at % DAY_MS)
+            self.store.put(day, int(self.store.get(day) or 0) + 1)
+        window = K.caller_window(account, number, caller)
+        self.store.put(window, sorted([*(self.store.get(window) or []), at])[-WINDOW_KEEP:])
+        hours = self.hourly(account, number)
+        bucket = str(at - at % HOUR_MS)
+        hours[bucket] = hours.get(bucket, 0) + 1
+        newest = max(int(h) for h in hours)
+        kept = {h: n for h, n in hours.items() if int(h) > newest - BUCKET_DAYS * DAY_MS}
+        self.store.put(K.hours(account, number), kept)
+        h = self._raw_history(caller)
+        h["calls"] += 1
+        h["first"] = at if h.get("first") is None else min(h["first"], at)
+        if not fact.answer.capped:
+            start = {"score": round(fact.answer.score * 100), "at": at}
+            if h.get("start") is None or start["at"] >= h["start"]["at"]:
+                h["start"] = start
+        self.store.put(K.history(caller), h)
+        accounts = self.store.get(K.accounts(caller)) or []
+        if account not in accounts:
+            self.store.put(K.accounts(caller), sorted([*accounts, account]))
+        return True
+
+    def _settled(self, fact: CallSettled) -> bool:
+        if not self._once(K.settled(fact.account_id, fact.call_id), 1):
+            return False
+        spam = fact.spam_score
+        if spam is None:
+            return True
+        h = self._raw_history(fact.caller)
+        if spam < self.rules.prior_good_below:
+            h["good"] += 1
+        if spam >= self.rules.prior_bad_spam:
+            h["bad"] += 1
+        settled = {"score": int(spam), "at": fact.at}
+        if h.get("settled") is None or settled["at"] >= h["settled"]["at"]:
+            h["settled"] = settled
+        self.store.put(K.history(fact.caller), h)
+        return True
+
+    def _raw_history(self, caller: str) -> dict[str, Any]:
+        found: dict[str, Any] | None = self.store.get(K.history(caller))
+        return found or {"calls": 0, "good": 0, "bad": 0, "points": 0, "settled": None, "start": None, "first": None}
+
+
+def context(view: FeatureView, state: Stored | None, event: AnyEvent, rules: Rules) -> StartContext:
+    """What `event` reads beyond its call: for a new call its alias, for a start its score's features."""
+    account = event.account_id
+    if state is None and not isinstance(event, CallStarted):
+        return StartContext(alias=view.alias_for(account, event.call_id, getattr(event, "provider_call_id", None)))
+    if not isinstance(event, CallStarted) or isinstance(state, CallState):
+        return StartContext()
+    number, caller, at = event.number, event.caller, event.at
+    numbers = view.numbers(account)
+    geo = event.attrs.get("geo")
+    zip_code = geo.get("zip") if isinstance(geo, dict) else None
+    patterns = frozenset(
+        p.pattern
+        for p in view.patterns(account, number, at)
+        if pattern_matches(p, caller, event.caller_info.country, zip_code)
+    )
+    return StartContext(
+        alias=view.alias_for(account, event.call_id, event.provider_call_id) if state is None else None,
+        decided=view.decision(account, event.call_id),
+        refused=view.refusal(event.id),
+        numbers=len(numbers),
+        number_known=number in numbers,
+        scored_today=view.scored_on(account, at - at % DAY_MS),
+        caller_calls=view.caller_calls(account, number, caller, at - rules.scoring.rate_window_ms, at),
+        history=view.history(caller),
+        network_accounts=view.network_accounts(caller),
+        first_seen=view.first_seen(caller),
+        patterns=patterns,
+        block=view.block(account, number, caller, at),
+    )

@@ -1,0 +1,100 @@
+"""Every key scheme, in one place: topic keys, table keys and the feature view's keys.
+
+Nothing else formats a key. A call's events and state live under its call key, so they share a
+partition; facts about a protected number under its number key; alerts and billing under the account.
+"""
+
+from __future__ import annotations
+
+
+def call(account: str, call_id: str) -> str:
+    """Events topic, calls and sweeps tables, a call's questions."""
+    return f"{account}:{call_id}"
+
+
+def split_call(key: str) -> tuple[str, str]:
+    account, call_id = key.split(":", 1)
+    return account, call_id
+
+
+def number(account: str, protected: str) -> str:
+    """Decisions topic and the detector's window table."""
+    return f"{account}:{protected}"
+
+
+def alert(account: str, alert_id: str) -> str:
+    """The alert store."""
+    return f"alert|{account}|{alert_id}"
+
+
+def index_buckets(space: str, account: str, partition: int) -> str:
+    """The hours a listing index has entries for."""
+    return f"buckets|{space}|{account}|{partition}"
+
+
+def index_bucket(space: str, account: str, partition: int, bucket: int) -> str:
+    return f"idx|{space}|{account}|{partition}|{bucket}"
+
+
+class View:
+    """Keys of the feature view (`domain.features`): every worker's copy of the decisions topic."""
+
+    @staticmethod
+    def decision(account: str, call_id: str) -> str:
+        return f"dec|{account}|{call_id}"
+
+    @staticmethod
+    def refusal(event_id: str) -> str:
+        return f"ref|{event_id}"
+
+    @staticmethod
+    def settled(account: str, call_id: str) -> str:
+        return f"set|{account}|{call_id}"
+
+    @staticmethod
+    def numbers(account: str) -> str:
+        return f"nums|{account}"
+
+    @staticmethod
+    def scored(account: str, day: int) -> str:
+        return f"day|{account}|{day}"
+
+    @staticmethod
+    def caller_window(account: str, protected: str, caller: str) -> str:
+        return f"cw|{account}|{protected}|{caller}"
+
+    @staticmethod
+    def history(caller: str) -> str:
+        return f"hist|{caller}"
+
+    @staticmethod
+    def accounts(caller: str) -> str:
+        return f"accts|{caller}"
+
+    @staticmethod
+    def provider(account: str, provider_call_id: str) -> str:
+        return f"pcid|{account}|{provider_call_id}"
+
+    @staticmethod
+    def hours(account: str, protected: str) -> str:
+        return f"hours|{account}|{protected}"
+
+    @staticmethod
+    def block(account: str, protected: str, caller: str) -> str:
+        return f"block|{account}|{protected}|{caller}"
+
+    @staticmethod
+    def patterns(account: str, protected: str) -> str:
+        return f"pat|{account}|{protected}"
+
+    @staticmethod
+    def charged(fact_id: str) -> str:
+        return f"pts|{fact_id}"
+
+    @staticmethod
+    def delivery(alert_id: str) -> str:
+        return f"dlv|{alert_id}"
+
+    @staticmethod
+    def offset(topic: str, partition: int) -> str:
+        return f"off|{topic}|{partition}"

@@ -1,0 +1,274 @@
+"""Read-only questions the edge asks the workers (schemas/openapi.json), answered from state.
+
+Each question goes to the partition of the state it reads; `now` comes from the edge, so nothing
+here reads a clock. The answer is a status and a JSON-shaped body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from domain import keys
+from domain.alerts import Alert
+from domain.calls import Alias, CallState, call_reasons, signals
+from domain.events import CallerInfo, CallStarted, NumberInfo
+from domain.features import FeatureView, context
+from domain.index import AlertEntry, CallEntry, CallFilter, decode_cursor, newest_first, sort_key
+from domain.rules import DAY_MS, HOUR_MS, Rules
+from domain.scoring import score_start
+from domain.times import format_ms
+
+Lookup = Callable[[str], Any]
+
+
+class Question(msgspec.Struct, frozen=True, kw_only=True, tag_field="q"):
+    account_id: str
+
+
+class AccountUsage(Question, frozen=True, kw_only=True, tag="account.usage"):
+    day: int
+
+
+class CallGet(Question, frozen=True, kw_only=True, tag="call.get"):
+    call_id: str
+
+
+class CallsList(Question, frozen=True, kw_only=True, tag="calls.list"):
+    limit: int
+    number: str | None = None
+    since: int | None = None
+    until: int | None = None
+    action: str | None = None
+    source: str | None = None
+    cursor: str | None = None
+
+
+class NumbersList(Question, frozen=True, kw_only=True, tag="numbers"):
+    plan: str
+    now: int
+
+
+class ScoreQuestion(Question, frozen=True, kw_only=True, tag="score"):
+    number: str
+    caller: str
+    at: int
+    trusted: bool
+    number_info: NumberInfo
+    caller_info: CallerInfo
+
+
+class ReputationQuestion(Question, frozen=True, kw_only=True, tag="reputation"):
+    number: str
+    now: int
+
+
+class AlertGet(Question, frozen=True, kw_only=True, tag="alert.get"):
+    alert_id: str
+
+
+class AlertsList(Question, frozen=True, kw_only=True, tag="alerts.list"):
+    limit: int
+    since: int | None = None
+    type: str | None = None
+    cursor: str | None = None
+
+
+AnyQuestion = (
+    AccountUsage | CallGet | CallsList | NumbersList | ScoreQuestion | ReputationQuestion | AlertGet | AlertsList
+)
+
+_questions = msgspec.json.Decoder(AnyQuestion)
+
+
+def decode_question(raw: bytes) -> AnyQuestion:
+    question: AnyQuestion = _questions.decode(raw)
+    return question
+
+
+class Reads:
+    """Where answers come from: the partition's tables (by key) and the worker's feature view."""
+
+    def __init__(
+        self, view: FeatureView, call_of: Lookup, call_index_of: Lookup, alert_of: Lookup, alert_index_of: Lookup
+    ) -> None:
+        self.view = view
+        self.call_of = call_of
+        self.call_index_of = call_index_of
+        self.alert_of = alert_of
+        self.alert_index_of = alert_index_of
+
+
+def answer(question: AnyQuestion, partition: int, reads: Reads, rules: Rules) -> tuple[int, Any]:
+    view, account = reads.view, question.account_id
+    if isinstance(question, AccountUsage):
+        return 200, {"numbers": len(view.numbers(account)), "scored_today": view.scored_on(account, question.day)}
+    if isinstance(question, CallGet):
+        return get_call(question, reads)
+    if isinstance(question, CallsList):
+        return 200, list_calls(question, partition, reads)
+    if isinstance(question, NumbersList):
+        return 200, numbers(view, account, question.now, rules.plans.plan(question.plan).numbers)
+    if isinstance(question, ScoreQuestion):
+        return 200, score_only(question, view, rules)
+    if isinstance(question, ReputationQuestion):
+        return 200, reputation(view, question.number, question.now)
+    if isinstance(question, AlertGet):
+        alert = reads.alert_of(keys.alert(account, question.alert_id))
+        return (200, public_alert(alert, view)) if alert is not None else (404, {"error": "not_found"})
+    return 200, list_alerts(question, partition, reads)
+
+
+def get_call(question: CallGet, reads: Reads) -> tuple[int, Any]:
+    stored = reads.call_of(keys.call(question.account_id, question.call_id))
+    if isinstance(stored, Alias):
+        return 200, {"alias_of": stored.alias_of}
+    if stored is None:
+        target = reads.view.provider_alias(question.account_id, question.call_id)
+        return (200, {"alias_of": target}) if target else (404, {"error": "not_found"})
+    return 200, public_call(stored)
+
+
+def public_call(call: CallState) -> dict[str, Any]:
+    """The call record of docs/api.md with its live picture (schemas/openapi.json)."""
+    picture = call.live
+    return {
+        "call_id": call.call_id,
+        "provider_call_id": call.provider_call_id,
+        "to": call.to,
+        "from": call.from_,
+        "direction": call.direction,
+        "at": format_ms(call.started_at),
+        "ended_at": format_ms(call.ended_at) if call.ended_at is not None else None,
+        "duration_s": call.duration_s,
+        "reason": call.reason,
+        "source": call.source,
+        "cost": call.cost,
+        "cost_breakdown": call.cost_breakdown,
+        "attrs": call.attrs,
+        "score": call.answer.score,
+        "action": call.answer.action,
+        "spam_score": call.spam_score,
+        "reasons": call_reasons(call),
+        "state": call.state,
+        "flags": picture.flags,
+        "user_turns": picture.user_turns,
+        "agent_turns": picture.agent_turns,
+        "interruptions": picture.interruptions,
+    }
+
+
+def list_calls(question: CallsList, partition: int, reads: Reads) -> dict[str, Any]:
+    wanted = CallFilter(
+        number=question.number,
+        since=question.since,
+        until=question.until,
+        action=question.action,
+        source=question.source,
+        after=decode_cursor(question.cursor) if question.cursor else None,
+    )
+    found: list[CallEntry] = []
+    for bucket, raw in newest_first(reads.call_index_of, "calls", question.account_id, partition):
+        if wanted.until is not None and bucket >= wanted.until:
+            continue
+        if wanted.since is not None and bucket + HOUR_MS <= wanted.since:
+            break
+        entries = msgspec.convert(raw, list[CallEntry])
+        found.extend(e for e in entries if wanted.matches(e))
+        if len(found) > question.limit:
+            break
+    found.sort(key=sort_key, reverse=True)
+    page = found[: question.limit + 1]
+    records = {}
+    for entry in page[: question.limit]:
+        records[entry.call_id] = public_call(reads.call_of(keys.call(question.account_id, entry.call_id)))
+    return {"entries": msgspec.to_builtins(page), "calls": records}
+
+
+def public_alert(alert: Alert, view: FeatureView) -> dict[str, Any]:
+    """The envelope of docs/api.md, with the delivery outcome joined in."""
+    delivery = view.delivery(alert.id)
+    detail = None
+    if delivery is not None and delivery["kind"] == "delivery.outcome":
+        detail = {k: delivery[k] for k in ("status", "error", "duration_ms")}
+    return {
+        **alert.envelope(),
+        "severity": alert.severity,
+        "delivered": {"webhook": bool(delivery and delivery["delivered"])},
+        "delivery": detail,
+    }
+
+
+def list_alerts(question: AlertsList, partition: int, reads: Reads) -> dict[str, Any]:
+    after = decode_cursor(question.cursor) if question.cursor else None
+    since, kind, limit = question.since, question.type, question.limit
+    found: list[AlertEntry] = []
+    for bucket, raw in newest_first(reads.alert_index_of, "alerts", question.account_id, partition):
+        if since is not None and bucket + HOUR_MS <= since:
+            break
+        for entry in msgspec.convert(raw, list[AlertEntry]):
+            if since is not None and entry.at < since:
+                continue
+            if kind is not None and entry.type != kind:
+                continue
+            if after is not None and (entry.at, entry.alert_id) >= after:
+                continue
+            found.append(entry)
+        if len(found) > limit:
+            break
+    found.sort(key=sort_key, reverse=True)
+    page = found[: limit + 1]
+    alerts = {}
+    for entry in page[:limit]:
+        alerts[entry.alert_id] = public_alert(
+            reads.alert_of(keys.alert(question.account_id, entry.alert_id)), reads.view
+        )
+    return {"entries": msgspec.to_builtins(page), "alerts": alerts}
+
+
+def numbers(view: FeatureView, account: str, now: int, cap: int) -> dict[str, Any]:
+    data = []
+    for number, created in sorted(view.numbers(account).items(), key=lambda kv: (kv[1], kv[0])):
+        hours = view.hourly(account, number)
+        recent = sum(n for hour, n in hours.items() if now - 25 * HOUR_MS < int(hour) <= now)
+        data.append({"number": number, "created_at": format_ms(created), "calls_24h": recent})
+    return {"data": data, "cap": cap}
+
+
+def score_only(question: ScoreQuestion, view: FeatureView, rules: Rules) -> dict[str, Any]:
+    """The score a start would get now, computed and not recorded."""
+    probe = CallStarted(
+        id="",
+        account_id=question.account_id,
+        call_id="",
+        at=question.at,
+        to=question.number,
+        from_=question.caller,
+        number=question.number,
+        caller=question.caller,
+        number_info=question.number_info,
+        caller_info=question.caller_info,
+        trusted=question.trusted,
+    )
+    found = context(view, None, probe, rules)
+    result = score_start("", signals(probe, found, rules.scoring), rules.scoring)
+    body: dict[str, Any] = msgspec.to_builtins(result)
+    del body["call_id"]
+    return body
+
+
+def reputation(view: FeatureView, number: str, now: int) -> dict[str, Any]:
+    """Network-wide aggregates for a number: never an account id or a call."""
+    history = view.history(number)
+    last = history.last
+    return {
+        "number": number,
+        "score": 0.0 if last is None else round(last.score / 100, 4),
+        "calls": history.calls,
+        "good": history.good,
+        "accounts": view.network_accounts(number),
+        "last": None if last is None else {"score": last.score, "days": max(0, (now - last.at) // DAY_MS)},
+        "flags": ["prior_bad"] if history.bad else [],
+    }

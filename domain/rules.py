@@ -1,0 +1,175 @@
+"""Every rule the service applies, with its default, written once (docs/rules.md lists them all).
+
+One frozen object per concern. `infra.settings` builds the deployment's rules from these defaults
+and overrides them from the environment, the settings file and the policy file; nothing else holds
+a default of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+SECOND_MS = 1_000
+MIN_MS = 60_000
+HOUR_MS = 3_600_000
+DAY_MS = 86_400_000
+
+
+def _frozen(values: Mapping[str, float]) -> Any:
+    """A read-only table default (a rules object is frozen, its tables too)."""
+    return field(default_factory=lambda: MappingProxyType(dict(values)))
+
+
+@dataclass(frozen=True)
+class ScoringRules:
+    """How a start is scored (docs/rules.md, Scoring), and how a call's spam score settles."""
+
+    review: float = 0.5
+    reject: float = 0.8
+    weights: Mapping[str, float] = _frozen(
+        {
+            "attestation_failed": 0.55,
+            "attestation_c": 0.35,
+            "attestation_b": 0.25,
+            "attestation_none": 0.10,
+            "invalid_number": 0.45,
+            "self_call": 0.60,
+            "neighbor_spoof": 0.25,
+            "premium_rate_caller": 0.30,
+            "rate_exceeded": 0.70,
+            "rotating_numbers": 0.75,
+            "prefix_cluster": 0.40,
+            "country_burst": 0.30,
+            "geo_cluster": 0.35,
+            "prior_bad": 0.50,
+            "forwarded": 0.05,
+        }
+    )
+    prior_good_relief: float = 0.5
+    rate_window_min: int = 10
+    rate_max_calls: int = 5
+    prior_bad_spam: int = 70
+    prior_good_calls: int = 3
+    prior_good_below: int = 30
+    neighbor_digits: int = 6
+    # Points charged to a caller (`prior.points`): per alert naming it, by severity, and per live flag.
+    alert_points: Mapping[str, float] = _frozen({"info": 1, "threat": 3, "critical": 5})
+    flag_points: int = 1
+    # The settled spam score: what end-of-call evidence adds or takes away.
+    short_call_s: int = 10
+    short_call_points: int = 15
+    machine_points: int = 20
+    flag_spam_points: int = 10
+    # A normal conversation (each side this many turns, no flag) lowers the settled score by this factor.
+    two_sided_turns: int = 2
+    two_sided_factor: float = 0.7
+
+    @property
+    def rate_window_ms(self) -> int:
+        return self.rate_window_min * MIN_MS
+
+
+@dataclass(frozen=True)
+class LiveRules:
+    """The live monitor's flags (docs/rules.md, The live monitor)."""
+
+    recording_s: float = 45.0
+    recording_words: int = 120
+    monologue_turns: int = 3
+    monologue_s: float = 20.0
+    monologue_words: int = 60
+    barge_count: int = 6
+    barge_window_s: float = 60.0
+    rapid_count: int = 8
+    rapid_window_s: float = 10.0
+    repeat_count: int = 3
+    silent_s: float = 60.0
+    one_sided_words: int = 200
+    one_sided_ratio: float = 0.10
+    # How much each flag raises the live score (noisy-OR on top of the start's score).
+    flag_weights: Mapping[str, float] = _frozen(
+        {
+            "recording_likely": 0.60,
+            "monologue": 0.30,
+            "barge_storm": 0.50,
+            "rapid_fire": 0.60,
+            "repeated_turns": 0.60,
+            "silent_listener": 0.50,
+            "one_sided": 0.30,
+        }
+    )
+
+
+@dataclass(frozen=True)
+class DetectorRules:
+    """The detectors and their cooldowns (docs/rules.md, Detectors)."""
+
+    rate_calls: int = 5
+    rate_window_min: int = 10
+    rotating_callers: int = 4
+    rotating_window_min: int = 10
+    rotating_digits: int = 2
+    prefix_callers: int = 10
+    prefix_digits: int = 8
+    prefix_share: float = 0.5
+    prefix_window_min: int = 30
+    country_calls: int = 10
+    country_window_min: int = 15
+    country_quiet_days: int = 7
+    geo_callers: int = 5
+    geo_window_min: int = 30
+    volume_ceiling: int = 120
+    spike_factor: float = 3.0
+    spike_min_calls: int = 20
+    spike_floor: float = 5.0
+    normal_factor: float = 1.5
+    baseline_days: int = 7
+    spend_ceiling: float = 25.0
+    block_min: int = 60
+    cooldown_min: int = 15
+    long_call_min: int = 30
+
+
+@dataclass(frozen=True)
+class Plan:
+    numbers: int
+    daily_starts: int
+    live_monitor: bool
+
+
+@dataclass(frozen=True)
+class PlanRules:
+    """What each plan allows (docs/rules.md, Plans)."""
+
+    watch_numbers: int = 3
+    watch_daily_starts: int = 1000
+    guard_numbers: int = 25
+    guard_daily_starts: int = 25000
+
+    def plan(self, name: str) -> Plan:
+        if name == "guard":
+            return Plan(self.guard_numbers, self.guard_daily_starts, live_monitor=True)
+        return Plan(self.watch_numbers, self.watch_daily_starts, live_monitor=False)
+
+
+@dataclass(frozen=True)
+class LimitRules:
+    """Request limits (docs/api.md, Errors and Limits)."""
+
+    reads_per_minute: int = 600
+    events_per_minute: int = 1200
+    max_call_turns: int = 3000
+    max_body_bytes: int = 65536
+    max_future_at_s: int = 300
+
+
+@dataclass(frozen=True)
+class Rules:
+    scoring: ScoringRules = field(default_factory=ScoringRules)
+    live: LiveRules = field(default_factory=LiveRules)
+    detectors: DetectorRules = field(default_factory=DetectorRules)
+    plans: PlanRules = field(default_factory=PlanRules)
+    limits: LimitRules = field(default_factory=LimitRules)

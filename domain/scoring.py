@@ -1,0 +1,177 @@
+"""The score of a call start (docs/rules.md, Scoring) and a call's settled spam score: pure functions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from domain.facts import LastCall, Prior, PublicBlock, ScoreResult, Thresholds
+from domain.rules import DAY_MS, ScoringRules
+
+
+@dataclass(frozen=True)
+class Last:
+    score: int
+    at: int
+
+
+@dataclass(frozen=True)
+class History:
+    """What the network knows of a caller before this call."""
+
+    calls: int = 0
+    good: int = 0
+    bad: int = 0
+    points: int = 0
+    last_settled: Last | None = None
+    last_start: Last | None = None
+
+    @property
+    def last(self) -> Last | None:
+        candidates = [c for c in (self.last_settled, self.last_start) if c is not None]
+        return max(candidates, key=lambda c: c.at) if candidates else None
+
+
+@dataclass(frozen=True)
+class Signals:
+    """Everything the score reads about one start."""
+
+    at: int
+    trusted: bool = False
+    block: PublicBlock | None = None
+    attestation: str | None = None
+    caller_valid: bool = True
+    self_call: bool = False
+    neighbor: bool = False
+    premium: bool = False
+    forwarded: bool = False
+    caller_calls_10m: int = 1
+    patterns: frozenset[str] = frozenset()
+    history: History = field(default_factory=History)
+    checks: dict[str, int] = field(default_factory=dict)
+
+
+ATTESTATION_REASONS = {
+    "failed": "attestation_failed",
+    "C": "attestation_c",
+    "B": "attestation_b",
+    "none": "attestation_none",
+}
+
+
+def thresholds(rules: ScoringRules) -> Thresholds:
+    return Thresholds(review=rules.review, reject=rules.reject)
+
+
+def action_for(score: float, rules: ScoringRules) -> str:
+    if score >= rules.reject:
+        return "reject"
+    if score >= rules.review:
+        return "review"
+    return "allow"
+
+
+def risk_signals(s: Signals, rules: ScoringRules) -> list[str]:
+    """The reason codes whose signal is present, before weighting."""
+    reasons = []
+    if s.attestation in ATTESTATION_REASONS:
+        reasons.append(ATTESTATION_REASONS[s.attestation])
+    if not s.caller_valid:
+        reasons.append("invalid_number")
+    if s.self_call:
+        reasons.append("self_call")
+    elif s.neighbor:
+        reasons.append("neighbor_spoof")
+    if s.premium:
+        reasons.append("premium_rate_caller")
+    if s.caller_calls_10m > rules.rate_max_calls:
+        reasons.append("rate_exceeded")
+    reasons.extend(sorted(s.patterns))
+    if prior_bad(s.history, rules):
+        reasons.append("prior_bad")
+    if s.forwarded:
+        reasons.append("forwarded")
+    return reasons
+
+
+def prior_bad(history: History, rules: ScoringRules) -> bool:
+    settled = history.last_settled is not None and history.last_settled.score >= rules.prior_bad_spam
+    started = history.last_start is not None and history.last_start.score >= round(rules.reject * 100)
+    return settled or started
+
+
+def prior_good(history: History, rules: ScoringRules) -> bool:
+    return history.good >= rules.prior_good_calls and history.bad == 0
+
+
+def prior_of(history: History, at: int) -> Prior:
+    last = history.last
+    return Prior(
+        points=history.points,
+        calls=history.calls,
+        good=history.good,
+        last=None if last is None else LastCall(score=last.score, days=max(0, (at - last.at) // DAY_MS)),
+    )
+
+
+def score_start(call_id: str, s: Signals, rules: ScoringRules) -> ScoreResult:
+    """The score result of docs/api.md (without `duplicate` and `capped`)."""
+
+    def result(score: float, reasons: list[str]) -> ScoreResult:
+        return ScoreResult(
+            call_id=call_id,
+            score=score,
+            action=action_for(score, rules),
+            thresholds=thresholds(rules),
+            reasons=reasons,
+            block=s.block,
+            checks=s.checks,
+            prior=prior_of(s.history, s.at),
+        )
+
+    if s.trusted:
+        return result(0.0, ["trusted"])
+    if s.block is not None:
+        return result(1.0, ["blocked"])
+    present = risk_signals(s, rules)
+    weighted = sorted(((rules.weights[r], r) for r in present), key=lambda wr: (-wr[0], wr[1]))
+    keep = 1.0
+    for weight, _ in weighted:
+        keep *= 1.0 - weight
+    score = 1.0 - keep
+    reasons = [r for _, r in weighted]
+    if score > 0 and prior_good(s.history, rules):
+        score *= rules.prior_good_relief
+        reasons.append("prior_good")
+    return result(round(score, 4), reasons)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What the end of a call adds to its spam score."""
+
+    duration_s: int = 0
+    answered: bool = False
+    machine_inbound: bool = False
+
+
+def settle_spam_score(
+    start_score: float | None,
+    live_score: float,
+    flags: list[str],
+    two_sided: bool,
+    ending: Ending | None,
+    rules: ScoringRules,
+) -> int | None:
+    """The 0-100 spam score: recomputed on every turn, settled at the end; None with nothing to score."""
+    if start_score is None and not flags and live_score == 0:
+        return None
+    value = max(start_score or 0.0, live_score) * 100
+    if ending is not None:
+        if ending.answered and ending.duration_s < rules.short_call_s:
+            value += rules.short_call_points
+        if ending.machine_inbound:
+            value += rules.machine_points
+    value += rules.flag_spam_points * len(flags)
+    if two_sided and not flags:
+        value *= rules.two_sided_factor
+    return max(0, min(100, round(value)))

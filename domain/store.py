@@ -1,0 +1,34 @@
+"""The key-value store the feature view folds into: JSON-shaped values under string keys.
+
+`MemoryStore` is the plain-data one (the scenario harness, unit tests); the worker keeps the same
+view in RocksDB (`processors.rocks_store`). One contract suite runs against both (tests/unit/test_store.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import msgspec
+
+
+class Store(Protocol):
+    def get(self, key: str) -> Any: ...
+
+    def put(self, key: str, value: Any) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+
+    def get(self, key: str) -> Any:
+        raw = self.data.get(key)
+        return None if raw is None else msgspec.json.decode(raw)
+
+    def put(self, key: str, value: Any) -> None:
+        self.data[key] = msgspec.json.encode(value)
+
+    def close(self) -> None:
+        self.data.clear()

@@ -1,0 +1,138 @@
+"""The documents written from the code: docs/rules.md from the rules objects, and the layers picture in
+docs/architecture.md from the packages' own imports. `python -m infra.docs` (`make docs`) rewrites
+both; a test fails when either is out of date."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from domain.alerts import SEVERITY
+from domain.live import ALERT_LEVEL, FLAGS
+from domain.rules import Rules
+from infra.settings import CONCERNS
+
+ROOT = Path(__file__).resolve().parent.parent
+RULES = ROOT / "docs" / "rules.md"
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+PACKAGES = ("callscreen", "ingest", "processors", "alerting", "infra", "domain", "schemas")
+BEGIN, END = "<!-- layers: written by `make docs` -->", "<!-- end of layers -->"
+
+INTRO = """# Rules, thresholds and reason codes
+
+Every rule Callscreen applies, with its default. The defaults live once, in `domain/rules.py`;
+`infra/settings.py` builds a deployment's rules from them and overrides them from the environment
+(`CALLSCREEN_<NAME>`), the settings file (`callscreen.toml`, or `CALLSCREEN_CONFIG`) and the policy
+file (`CALLSCREEN_POLICY_FILE`), the environment last. In a TOML file a rule is either its name
+(`live_silent_s = 90`) or a key of its concern's table (`[live]` `silent_s = 90`); tables of values
+(`[scoring.weights]`) are set in the files only.
+
+This page is written from the code (`python -m infra.docs`, run by `make docs`); a test fails when
+it is out of date.
+"""
+
+HEADINGS = {
+    "scoring": "Scoring a start, and the settled spam score",
+    "live": "The live monitor",
+    "detectors": "Detectors and cooldowns",
+    "plans": "Plans",
+    "limits": "Limits",
+}
+
+
+def _value(value: Any) -> str:
+    return f"`{value}`"
+
+
+def concern_section(name: str, rules: Any) -> list[str]:
+    prefix = CONCERNS[name][0]
+    lines = [f"## {HEADINGS[name]}", "", "| setting | default |", "|---|---|"]
+    tables: list[tuple[str, Mapping[str, Any]]] = []
+    for field in dataclasses.fields(rules):
+        value = getattr(rules, field.name)
+        if isinstance(value, Mapping):
+            tables.append((field.name, value))
+            continue
+        lines.append(f"| `CALLSCREEN_{(prefix + field.name).upper()}` | {_value(value)} |")
+    for table, values in tables:
+        lines += ["", f"`[{name}.{table}]`:", "", "| key | default |", "|---|---|"]
+        lines += [f"| `{key}` | {_value(value)} |" for key, value in values.items()]
+    return [*lines, ""]
+
+
+def reasons_section(rules: Rules) -> list[str]:
+    lines = [
+        "## Reason codes",
+        "",
+        "A start's `reasons` name every signal that moved its score, largest weight first (weights above);",
+        "these codes stand alone:",
+        "",
+        "| reason | meaning |",
+        "|---|---|",
+        "| `trusted` | the caller is on the account's trusted list: score 0, action `allow` |",
+        "| `blocked` | an active block on this caller for this number: score 1, action `reject` |",
+        "| `capped` | the plan's daily scoring allowance is spent: recorded, allowed, not scored |",
+        f"| `prior_good` | good history: the score times {rules.scoring.prior_good_relief} |",
+        "",
+        "A call's `reasons` then list each live flag as `live_<flag>`.",
+        "",
+    ]
+    return lines
+
+
+def flags_section() -> list[str]:
+    lines = ["## Live flags", "", "| flag | raises `call.suspicious` |", "|---|---|"]
+    lines += [f"| `{flag}` | {'yes' if flag in ALERT_LEVEL else 'no'} |" for flag in FLAGS]
+    return [*lines, ""]
+
+
+def alerts_section() -> list[str]:
+    lines = ["## Alert types", "", "| type | severity |", "|---|---|"]
+    lines += [f"| `{kind}` | {severity} |" for kind, severity in SEVERITY.items()]
+    return [*lines, ""]
+
+
+def rules_page(rules: Rules | None = None) -> str:
+    rules = rules or Rules()
+    lines = [INTRO]
+    for name in CONCERNS:
+        lines += concern_section(name, getattr(rules, name))
+    lines += reasons_section(rules) + flags_section() + alerts_section()
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def imports(package: str) -> set[str]:
+    """The other packages of the project that `package`'s modules import."""
+    found: set[str] = set()
+    for path in (ROOT / package).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            found |= {name.split(".")[0] for name in names}
+    return {name for name in found if name in PACKAGES and name != package}
+
+
+def layers_graph() -> str:
+    """A mermaid picture of which package imports which, drawn from the source."""
+    lines = ["```mermaid", "flowchart TD"]
+    for package in PACKAGES:
+        lines += [f"  {package} --> {target}" for target in sorted(imports(package))]
+    return "\n".join([*lines, "```"])
+
+
+def with_layers(architecture: str) -> str:
+    """docs/architecture.md with its layers picture drawn again."""
+    head, rest = architecture.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{BEGIN}\n{layers_graph()}\n{END}{tail}"
+
+
+if __name__ == "__main__":
+    RULES.write_text(rules_page())
+    ARCHITECTURE.write_text(with_layers(ARCHITECTURE.read_text()))
+    sys.stdout.write(f"wrote {RULES} and the layers of {ARCHITECTURE}\n")

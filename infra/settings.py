@@ -1,0 +1,187 @@
+"""One typed settings object, read from the environment and optional TOML files.
+
+The deployment's own settings have their defaults here; the rules of the service (scores,
+flags, detectors, plans, limits) take theirs from `domain.rules`, and are overridden the same way.
+Each scalar is an environment variable, `CALLSCREEN_` + its name in upper case; a rule's name is
+its concern's prefix and its field (`CALLSCREEN_LIVE_SILENT_S`, `CALLSCREEN_DETECT_RATE_CALLS`,
+`CALLSCREEN_SCORING_REJECT`, `CALLSCREEN_EVENTS_PER_MINUTE`). TOML files (`CALLSCREEN_CONFIG`, or
+`callscreen.toml` in the working directory, then `CALLSCREEN_POLICY_FILE`) use the same names, or
+a table per concern (`[live]`, `[scoring.weights]`). The environment wins; docs/rules.md lists every rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from domain.rules import DetectorRules, LimitRules, LiveRules, PlanRules, Rules, ScoringRules
+
+# `--broker memory`: the in-memory development broker, which `run` then names with this scheme so every
+# client knows to apply its workarounds (infra/kafka.py).
+MEMORY_BROKER = "memory"
+MEMORY_SCHEME = "tansu://"
+
+# Each concern of `Rules`: its settings prefix and its class.
+CONCERNS: dict[str, tuple[str, type[Any]]] = {
+    "scoring": ("scoring_", ScoringRules),
+    "live": ("live_", LiveRules),
+    "detectors": ("detect_", DetectorRules),
+    "plans": ("", PlanRules),
+    "limits": ("", LimitRules),
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    # Process and broker.
+    host: str = "127.0.0.1"
+    port: int = 8080
+    data_dir: str = "./data"
+    # "" starts the local Apache Kafka under data_dir; "memory" the in-memory development broker;
+    # "kafka://host:port[,host:port]" names a cluster (README, The broker).
+    broker: str = ""
+    # Client security for a named cluster, for every role and admin command alike.
+    kafka_security_protocol: str = "PLAINTEXT"
+    kafka_sasl_mechanism: str = ""
+    kafka_sasl_username: str = ""
+    kafka_sasl_password: str = ""
+    kafka_ca_file: str = ""
+    # Topics the service creates itself.
+    replication_factor: int = 1
+    min_insync_replicas: int = 1
+    # The local Apache Kafka: its jar cache (default ~/.cache/callscreen/kafka-<version>) and heap.
+    kafka_home: str = ""
+    kafka_heap_mb: int = 512
+    partitions: int = 4
+    reply_partitions: int = 8
+    # Answers go straight back to the asking edge over TCP (the replies topic is the fallback). The edge
+    # listens on `host`, an ephemeral port, and tells workers `reply_host` (default: `host`, or this
+    # machine's name when `host` is a wildcard).
+    direct_replies: bool = True
+    reply_host: str = ""
+    topic_prefix: str = "callscreen"
+    app_id: str = "callscreen-worker"
+    log_level: str = "INFO"
+    workers: int = 1
+    worker_index: int = 0
+    role: str = "all"
+    # Prometheus port of a worker or alerting process (0: none). Under `callscreen run` worker N takes
+    # metrics_port + N and the alerting role metrics_port + workers; the edge serves /metrics on `port`.
+    metrics_port: int = 0
+    # Answer path.
+    answer_deadline_s: float = 2.0
+    # The longest a broker holds a fetch that finds nothing new; one that finds a record returns at once.
+    fetch_max_wait_ms: int = 500
+    # A worker sends its tables' changed keys to their changelogs this often, each key's last value once.
+    changelog_flush_ms: int = 200
+    # One block cache for all of a worker's RocksDB databases; their memtables are charged to it.
+    rocksdb_memory_mb: int = 32
+    # How often the sweep looks for calls and numbers a rule may trip without a further event.
+    silent_sweep_s: float = 1.0
+    policy_file: str = ""
+    # Webhooks (docs/api.md, Alert delivery).
+    webhook_timeout_s: float = 8.0
+    webhook_ca_file: str = ""
+    webhook_allow_private: bool = False
+    webhook_concurrency: int = 32
+    rules: Rules = field(default_factory=Rules)
+
+    @property
+    def memory_broker(self) -> bool:
+        """True on the in-memory development broker, whose faults the clients work around."""
+        return self.broker.startswith(MEMORY_SCHEME)
+
+    def topic(self, name: str) -> str:
+        return f"{self.topic_prefix}.{name}"
+
+    def with_overrides(self, **values: Any) -> Settings:
+        """A copy with the given fields replaced (command-line flags win over everything)."""
+        clean = {k: v for k, v in values.items() if v is not None}
+        return dataclasses.replace(self, **clean)
+
+
+def scalar_names() -> dict[str, tuple[str | None, dataclasses.Field[Any]]]:
+    """Every scalar setting by its flat name: the concern it belongs to (None for Settings) and its field."""
+    names: dict[str, tuple[str | None, dataclasses.Field[Any]]] = {
+        f.name: (None, f) for f in fields(Settings) if f.name != "rules"
+    }
+    for concern, (prefix, kind) in CONCERNS.items():
+        for f in fields(kind):
+            names[prefix + f.name] = (concern, f)
+    return names
+
+
+def to_env(settings: Settings) -> dict[str, str]:
+    """The scalar settings as environment variables, for the processes `run` starts (they read the
+    same TOML files for the tables)."""
+    env = {}
+    for name, (concern, f) in scalar_names().items():
+        owner = settings if concern is None else getattr(settings.rules, concern)
+        value = getattr(owner, f.name)
+        if isinstance(value, Mapping):
+            continue
+        env[f"CALLSCREEN_{name.upper()}"] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+    return env
+
+
+def _coerce(kind: Any, raw: Any) -> Any:
+    if kind in (bool, "bool"):
+        if isinstance(raw, bool):
+            return raw
+        return str(raw).strip().lower() in {"1", "true", "yes", "on"}
+    if kind in (int, "int"):
+        return int(raw)
+    if kind in (float, "float"):
+        return float(raw)
+    if kind in (str, "str"):
+        return str(raw)
+    return raw
+
+
+def _flatten(data: dict[str, Any]) -> dict[str, Any]:
+    """TOML tables per concern (`[live]`, `[scoring.weights]`) as flat names (`live_silent_s`, `scoring_weights`)."""
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in CONCERNS and isinstance(value, dict):
+            prefix = CONCERNS[key][0]
+            flat.update({prefix + name: inner for name, inner in value.items()})
+        else:
+            flat[key] = value
+    return flat
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Settings from the defaults, the TOML files, then the environment on top."""
+    env = dict(os.environ if env is None else env)
+    values: dict[str, Any] = {}
+    config = env.get("CALLSCREEN_CONFIG") or ("callscreen.toml" if Path("callscreen.toml").exists() else "")
+    if config:
+        values.update(_flatten(tomllib.loads(Path(config).read_text())))
+    policy = env.get("CALLSCREEN_POLICY_FILE") or values.get("policy_file")
+    if policy:
+        values.update(_flatten(tomllib.loads(Path(str(policy)).read_text())))
+    known = scalar_names()
+    for name in known:
+        raw = env.get(f"CALLSCREEN_{name.upper()}")
+        if raw is not None:
+            values[name] = raw
+    base: dict[str, Any] = {}
+    concerns: dict[str, dict[str, Any]] = {name: {} for name in CONCERNS}
+    for name, value in values.items():
+        if name not in known:
+            continue
+        concern, f = known[name]
+        target = base if concern is None else concerns[concern]
+        if isinstance(value, dict):
+            defaults = getattr(CONCERNS[concern][1](), f.name) if concern is not None else {}
+            target[f.name] = MappingProxyType({**defaults, **value})
+        else:
+            target[f.name] = _coerce(f.type, value)
+    rules = Rules(**{name: CONCERNS[name][1](**given) for name, given in concerns.items()})
+    return Settings(**base, rules=rules)

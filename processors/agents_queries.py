@@ -1,0 +1,29 @@
+"""The read agent: answers the edge's questions from the partition's tables and the feature view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain import queries
+from domain.alerts import Alert
+from domain.calls import Stored
+from processors.parts import Parts
+
+
+def register(w: Parts) -> None:
+    reads = queries.Reads(
+        w.view,
+        call_of=w.tables.reader("calls", Stored),
+        call_index_of=w.tables.reader("call_index"),
+        alert_of=w.tables.reader("alert_store", Alert),
+        alert_index_of=w.tables.reader("alert_store"),
+    )
+
+    @w.app.agent(w.topic("queries"), concurrency=1)
+    async def answer_queries(stream: Any) -> None:
+        async for record, _ in w.commits.folds(stream, "queries"):
+            if w.progress.folded("queries", record):
+                continue
+            question = queries.decode_question(record.value)
+            status, body = queries.answer(question, record.message.partition, reads, w.rules)
+            await w.replies.reply(record, status, body)

@@ -1,0 +1,114 @@
+"""Offsets are committed after what they cover is durable, never after the answer alone.
+
+A fold writes its table rows to RocksDB at once and queues its appends; neither waits. The rows
+reach their changelogs in a coalesced flush every `changelog_flush_ms`, and an event's offset is
+acknowledged (so Faust may commit it) only once that flush and every record the fold appended are
+acknowledged by the broker. A crash before that refolds the event; every fold is idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import faust
+
+from processors.appender import Appender
+from processors.metrics import WorkerMetrics
+from processors.tables import Tables
+
+log = logging.getLogger(__name__)
+Held = tuple[Any, Any, list["asyncio.Future[Any]"]]
+
+
+class Commits:
+    def __init__(self, app: faust.App, tables: Tables, appender: Appender, metrics: WorkerMetrics) -> None:
+        self.app = app
+        self.tables = tables
+        self.appender = appender
+        self.metrics = metrics
+        # Folded events whose table writes are not yet on a changelog: acknowledged by the next flush.
+        self._unflushed: list[Held] = []
+        self._flush_lock = asyncio.Lock()
+        self._last_flush: asyncio.Task[bool] | None = None
+        self._settling: set[asyncio.Task[bool]] = set()
+        # The next offset each partition must deliver, and where a gap was found and fetched again.
+        self._next: dict[tuple[str, int], int] = {}
+        self._refetching: dict[tuple[str, int], int] = {}
+
+    async def folds(self, stream: Any, name: str) -> AsyncIterator[tuple[Any, list[asyncio.Future[Any]]]]:
+        """The stream's events, each with a list for the acks of what folding it appended."""
+        manual = stream.noack()
+        histogram = self.metrics.fold_seconds.labels(name)
+        async for event in manual.events():
+            if await self._skipped_before(event):
+                continue
+            started = time.perf_counter()
+            pending: list[asyncio.Future[Any]] = []
+            yield event, pending
+            histogram.observe(time.perf_counter() - started)
+            self._unflushed.append((manual, event, pending))
+
+    async def _skipped_before(self, event: Any) -> bool:
+        """True for an event that came after a gap: the records the stream skipped are fetched again.
+
+        Faust can drop a record it was handing over when a rebalance suspends the stream, and then
+        commit past it once a later record is acknowledged. A source topic has no gaps of its own,
+        so a jump in offsets is such a drop: seek back and fold from the first missing record.
+        """
+        message = event.message
+        key = (message.topic, message.partition)
+        expected = self._next.get(key)
+        if expected is not None and message.offset > expected:
+            if self._refetching.get(key) != expected:
+                log.warning(
+                    "the stream skipped records; fetching them again",
+                    extra={"topic": message.topic, "partition": message.partition, "from": expected},
+                )
+                self._refetching[key] = expected
+                await self.app.consumer.seek(message.tp, expected)
+            return True
+        self._refetching.pop(key, None)
+        self._next[key] = message.offset + 1
+        return False
+
+    def revoked(self, partitions: set[Any]) -> None:
+        """Another worker may fold these partitions before they come back: forget where they were."""
+        for tp in partitions:
+            self._next.pop((tp.topic, tp.partition), None)
+            self._refetching.pop((tp.topic, tp.partition), None)
+
+    async def flush(self) -> int:
+        """Send every table's changed keys to its changelog; once they, every earlier flush's and what the
+        folds appended are durable, acknowledge the events folded before this flush began. Flushes never
+        interleave. Returns how many changelog records it sent."""
+        async with self._flush_lock:
+            held, self._unflushed = self._unflushed, []
+            written = await self.tables.flush(self.appender.outbox.send)
+            # An event's writes may have gone out with an earlier flush, still in flight.
+            task = asyncio.create_task(self._ack_when_durable(held, written, self._last_flush))
+            self._last_flush = task
+            self._settling.add(task)
+            task.add_done_callback(self._settling.discard)
+            return len(written)
+
+    async def _ack_when_durable(
+        self, held: list[Held], written: list[asyncio.Future[Any]], previous: asyncio.Task[bool] | None
+    ) -> bool:
+        """True once the flush's records are durable and its events acknowledged."""
+        if previous is not None and not await previous:
+            return False
+        try:
+            for ack in written + [ack for _, _, pending in held for ack in pending]:
+                await ack
+        except Exception as exc:
+            # The fold is ahead of the log: stop, so a restart refolds from the last committed offset.
+            log.exception("a record the fold appended was not acknowledged; stopping the worker")
+            await self.app.crash(exc)
+            return False
+        for stream, event, _ in held:
+            await stream.ack(event)
+        return True

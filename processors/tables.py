@@ -1,0 +1,74 @@
+"""A worker's Faust tables: RocksDB within the worker's memory budget, changelogs written behind.
+
+Values are msgspec JSON; each read names the type it expects, so a table's rows are typed structs
+(`domain.calls.CallState`, `domain.detectors.NumberWindow`, …) and never loose dicts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import faust
+import msgspec
+from faust.stores.rocksdb import Store as RocksDBStore
+
+from domain import index
+from processors.rocks import BudgetedFaustOptions, RocksBudget
+from processors.write_behind import WriteBehindTable
+
+Send = Callable[[str, int, bytes, bytes | None], Awaitable["asyncio.Future[Any]"]]
+
+
+class Tables:
+    def __init__(self, app: faust.App, partitions: int, rocks: RocksBudget) -> None:
+        self.app = app
+        self.partitions = partitions
+        self.rocks = rocks
+        self.all: dict[str, WriteBehindTable] = {}
+
+    def table(self, name: str) -> WriteBehindTable:
+        """The table `name`, registered with the app on first use."""
+        if name not in self.all:
+            table = WriteBehindTable(
+                self.app,
+                name=name,
+                beacon=self.app.tables.beacon,
+                default=None,
+                partitions=self.partitions,
+                key_type=bytes,
+                value_type=bytes,
+            )
+            self.app.tables.add(table)
+            if isinstance(table.data, RocksDBStore):
+                # Faust gives each table database its own cache; the worker's budget is shared.
+                table.data.rocksdb_options = BudgetedFaustOptions(self.rocks)
+            self.all[name] = table
+        return self.all[name]
+
+    def get(self, name: str, key: str, kind: Any) -> Any:
+        """The row under `key` decoded as `kind` (a struct, a union of structs, a plain type), or None."""
+        raw = self.all[name].get(key.encode())
+        return None if raw is None else msgspec.json.decode(raw, type=kind)
+
+    def put(self, name: str, key: str, value: Any) -> None:
+        self.all[name][key.encode()] = msgspec.json.encode(value)
+
+    def delete(self, name: str, key: str) -> None:
+        self.all[name].pop(key.encode(), None)
+
+    def reader(self, name: str, kind: Any = Any) -> Callable[[str], Any]:
+        """A lookup by key, for the pure code that reads a table (`domain.queries`, `domain.index`)."""
+        return lambda key: self.get(name, key, kind)
+
+    def add_to_index(self, name: str, space: str, account: str, partition: int, entry: index.Entry) -> None:
+        for key, value in index.additions(self.reader(name), space, account, partition, entry).items():
+            self.put(name, key, value)
+
+    async def flush(self, send: Send) -> list[asyncio.Future[Any]]:
+        """Send every table's changed keys to its changelog; the acks to wait for."""
+        written: list[asyncio.Future[Any]] = []
+        for table in self.all.values():
+            written += await table.flush_changelog(send)
+        return written
