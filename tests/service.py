@@ -19,10 +19,10 @@ import orjson
 
 from callscreen.admin import Admin
 from callscreen.broker import BROKER_FILE
-from callscreen.control import source_ends
-from callscreen.kafka import read_all
-from callscreen.ports import free_port
-from callscreen.settings import Settings, load_settings
+from infra.control import source_ends
+from infra.kafka import read_all
+from infra.ports import free_port
+from infra.settings import Settings, load_settings
 
 READY_PREFIX = "callscreen ready on "
 START_TIMEOUT_S = 120.0

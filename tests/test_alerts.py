@@ -1,4 +1,4 @@
-"""Detectors, alerts, blocks and cooldowns through the real pipeline (interface section 6, decisions.md 9)."""
+"""Detectors, alerts, blocks and cooldowns through the real pipeline (docs/rules.md, Detectors)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import orjson
 
 import schemas
 from callscreen.admin import Admin
-from callscreen.times import format_ms, now_ms
-from processors.alerts import alert_id
+from domain.alerts import alert_id
+from domain.times import format_ms
+from infra.clock import now_ms
 from tests.service import AccountKeys, RunningService
 from tests.topics import read_topic
 
@@ -116,7 +117,7 @@ async def test_rotating_numbers_burst_gives_one_alert_and_blocks_the_run(
     found = await t.wait_for("caller.rotating_numbers")
     await settle(t)
     found = await t.alerts("caller.rotating_numbers")
-    assert len(found) == 1
+    assert len(found) == 1, [(a["id"], a["created_at"], a["data"]) for a in found]
     data = found[0]["data"]
     assert data["pattern"] == "+121255570XX"
     assert data["numbers"] == run[:4] and data["count"] == 4 and data["window_min"] == 10

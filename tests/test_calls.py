@@ -1,4 +1,4 @@
-"""The call lifecycle through the real pipeline (interface sections 3 and 4.1, decisions.md 4 and 6)."""
+"""The call lifecycle through the real pipeline (docs/api.md, A call's life)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from callscreen.times import format_ms, now_ms
+from domain.times import format_ms
+from infra.clock import now_ms
 from tests.service import AccountKeys
 
 TO = "+14155552671"
@@ -212,7 +213,8 @@ async def test_provider_call_id_folds_carrier_and_platform_reports(
     assert status == 200
     status, carrier = await post(http, base_url, account, start("CA-77", at=format_ms(began + 500)))
     assert status == 200
-    assert carrier == {**first, "duplicate": True}
+    # One record: the carrier's report gets the decided answer, under the id it sent.
+    assert carrier == {**first, "call_id": "CA-77", "duplicate": True}
     status, ended = await post(
         http,
         base_url,

@@ -10,7 +10,7 @@ from typing import Any
 
 import aiohttp
 
-from callscreen.times import now_ms
+from infra.clock import now_ms
 from tests.service import RunningService, create_account, settled, wait_for_status
 from tests.traffic import script
 

@@ -14,10 +14,10 @@ import aiohttp
 import pytest
 from aiokafka.admin import NewTopic
 
-from callscreen.kafka import make_admin
 from callscreen.localkafka import LocalKafka
-from callscreen.ports import free_port
-from callscreen.settings import Settings
+from infra.kafka import make_admin
+from infra.ports import free_port
+from infra.settings import Settings
 from tests.service import create_account, isolated, start_service
 
 USER, PASSWORD = "callscreen", "scram-secret-1"

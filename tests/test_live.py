@@ -13,8 +13,9 @@ import orjson
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from callscreen.kafka import bootstrap
-from callscreen.times import format_ms, now_ms
+from domain.times import format_ms
+from infra.clock import now_ms
+from infra.kafka import bootstrap
 from tests.service import AccountKeys, RunningService
 from tests.topics import read_topic
 

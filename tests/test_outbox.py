@@ -9,7 +9,7 @@ import uuid
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from callscreen.kafka import bootstrap, make_producer
+from infra.kafka import bootstrap, make_producer
 from processors.outbox import Outbox
 from tests.service import RunningService
 from tests.topics import read_topic

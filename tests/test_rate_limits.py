@@ -1,4 +1,4 @@
-"""Request limits (decisions.md section 5): 429 rate_limited with Retry-After, before body checks."""
+"""Request limits (docs/api.md, Limits): 429 rate_limited with Retry-After, before body checks."""
 
 from __future__ import annotations
 

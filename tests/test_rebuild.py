@@ -11,7 +11,7 @@ import aiohttp
 import orjson
 import pytest
 
-from callscreen.times import now_ms
+from infra.clock import now_ms
 from tests.service import RunningService, create_account, settled, wait_for_status
 from tests.topics import read_topic
 from tests.traffic import post_all, script, snapshot

@@ -18,9 +18,9 @@ import orjson
 import pytest
 import trustme
 
-from callscreen.kafka import ensure_topics
-from callscreen.settings import Settings
-from callscreen.times import now_ms
+from infra.clock import now_ms
+from infra.kafka import ensure_topics
+from infra.settings import Settings
 from tests.receiver import Receiver, serving
 from tests.service import RunningService, create_account, isolated, settled, start_service
 from tests.topics import read_topic

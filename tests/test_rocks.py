@@ -12,7 +12,7 @@ from tests.service import AccountKeys, RunningService
 from tests.traffic import post_all, script
 
 ROWS, ROW_BYTES = 4000, 500
-TABLES = ("alert_store", "billing", "call_index", "calls", "number_windows", "sweeps")
+TABLES = ("alert_store", "billing", "call_index", "calls", "number_sweeps", "number_windows", "sweeps")
 
 
 def latest_options(db_dir: Path) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""The synchronous score through the real pipeline (decisions.md section 7)."""
+"""The synchronous score through the real pipeline (docs/rules.md, Scoring)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from typing import Any
 import aiohttp
 
 from callscreen.admin import Admin
-from callscreen.times import format_ms, now_ms
+from domain.times import format_ms
+from infra.clock import now_ms
 from tests.service import AccountKeys, RunningService
 
 TO = "+14155552671"
@@ -130,4 +131,4 @@ async def test_score_lookup_is_computed_not_recorded(
     async with http.get(f"{base_url}/v1/score?from=nope&to=%2B14155552671", headers=account.headers) as r:
         assert (r.status, await r.json()) == (400, {"error": "invalid_from"})
     async with http.get(f"{base_url}/v1/reputation/12", headers=account.headers) as r:
-        assert (r.status, await r.json()) == (400, {"error": "invalid_number"})
+        assert (r.status, await r.json()) == (400, {"error": "invalid_caller"})

@@ -20,7 +20,7 @@ import pytest
 
 import schemas
 from callscreen.admin import Admin
-from callscreen.times import format_ms
+from domain.times import format_ms
 from tests.service import AccountKeys, RunningService
 from tests.test_alerts import NUMBER, Traffic
 from tests.topics import read_topic

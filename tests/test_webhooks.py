@@ -1,4 +1,4 @@
-"""Signed webhook delivery to a real HTTPS receiver on loopback (interface section 6, decisions.md 10)."""
+"""Signed webhook delivery to a real HTTPS receiver on loopback (docs/api.md, Alert delivery)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ import trustme
 from prometheus_client.parser import text_string_to_metric_families
 
 from callscreen.admin import Admin
-from callscreen.ports import free_port
-from callscreen.times import format_ms, now_ms
+from domain.times import format_ms
+from infra.clock import now_ms
+from infra.ports import free_port
 from tests.receiver import Receiver, serving
 from tests.service import AccountKeys, RunningService, create_account, start_service
 from tests.topics import read_topic

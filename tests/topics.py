@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from callscreen.kafka import read_all as read_topic
+from infra.kafka import read_all as read_topic
 
 __all__ = ["read_topic"]

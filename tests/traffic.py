@@ -7,7 +7,7 @@ from typing import Any
 
 import aiohttp
 
-from callscreen.times import format_ms
+from domain.times import format_ms
 from tests.service import AccountKeys
 
 NUMBERS = ("+14155552671", "+14155552672")

@@ -1,4 +1,4 @@
-"""The edge's error contract (decisions.md section 3): exact statuses, codes and precedence."""
+"""The edge's error contract (docs/api.md, Errors): exact statuses, codes and precedence."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ import orjson
 import yaml
 
 from alerting.metrics import AlertingMetrics
-from callscreen.settings import Settings
-from callscreen.topics import topic_specs
+from infra.settings import Settings
+from infra.topics import topic_specs
 from ingest.metrics import EdgeMetrics
 from processors.metrics import WorkerMetrics
 

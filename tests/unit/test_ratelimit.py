@@ -1,4 +1,4 @@
-"""Token buckets and the usage edges share (decisions.md section 5)."""
+"""Token buckets and the usage edges share (docs/api.md, Limits)."""
 
 from __future__ import annotations
 

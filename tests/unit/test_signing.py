@@ -1,4 +1,4 @@
-"""Webhook signatures: the header format of interface section 6 and the receiver's reference check."""
+"""Webhook signatures: the header format of docs/api.md, Alert delivery and the receiver's reference check."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import hmac
 
 from alerting.service import envelope_bytes, signing_secrets
 from alerting.signing import parse_header, signature_header, verify
-from callscreen.accounts import Account
+from domain.accounts import Account
 
 BODY = b'{"id":"alrt_x","type":"call.suspicious"}'
 SECRET = "whsec_" + "a" * 32

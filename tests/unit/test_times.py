@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from callscreen.times import format_ms, parse_ms
+from domain.times import format_ms, parse_ms
 
 
 @pytest.mark.parametrize(
