@@ -20,7 +20,6 @@ import time
 import orjson
 from aiohttp import web
 from aiokafka import TopicPartition
-
 from callscreen.kafka import make_consumer, make_producer
 from callscreen.settings import Settings
 

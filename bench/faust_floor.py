@@ -23,9 +23,9 @@ from typing import Any
 import faust
 import orjson
 from aiokafka import TopicPartition
-
 from callscreen.kafka import make_consumer
 from callscreen.settings import Settings
+
 from processors.app import make_faust_app
 
 

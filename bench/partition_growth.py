@@ -19,7 +19,6 @@ from typing import Any
 import orjson
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
 from callscreen.kafka import bootstrap, make_consumer, make_producer
 from callscreen.settings import Settings
 

@@ -16,12 +16,12 @@ import uuid
 from typing import Any
 
 import orjson
-
-from bench.traffic import BenchAccount, call_ended, call_started, caller_number, pick
 from callscreen.kafka import make_producer
 from callscreen.settings import Settings
 from callscreen.times import now_ms
 from ingest.validation import validate_event
+
+from bench.traffic import BenchAccount, call_ended, call_started, caller_number, pick
 
 IN_FLIGHT = 2000
 

@@ -24,13 +24,13 @@ from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
+from callscreen.settings import Settings
 
 from bench import profile, report
 from bench.prefill import prefill
 from bench.service import Progress, Service, create_accounts, rss_mb, start_service, stop_process
 from bench.traffic import NUMBERS_PER_ACCOUNT, BenchAccount
 from callscreen.broker import free_port
-from callscreen.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 P99_TARGET_MS = 50.0

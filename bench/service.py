@@ -17,12 +17,12 @@ from typing import Any
 import aiohttp
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from callscreen.kafka import make_consumer
+from callscreen.settings import Settings, load_settings
 
 from bench.traffic import BenchAccount, numbers_for
 from callscreen.admin import Admin
 from callscreen.broker import BROKER_FILE, free_port
-from callscreen.kafka import make_consumer
-from callscreen.settings import Settings, load_settings
 
 READY_PREFIX = "callscreen ready on "
 START_TIMEOUT_S = 120.0
