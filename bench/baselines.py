@@ -1,10 +1,13 @@
 """The floors the service is compared with, on the same broker.
 
-python -m bench.baselines serve --broker kafka://H:P --topic T --port P
+--broker is the URL the service's `callscreen run` recorded: kafka://H:P for Apache Kafka, tansu://H:P for
+the memory broker (its clients then get the service's Tansu workarounds). The topic must exist.
+
+python -m bench.baselines serve --broker URL --topic T --port P
     a bare aiohttp server: its handler parses the JSON body and appends it with an aiokafka
-    producer configured exactly as the service's (callscreen.kafka.make_producer, embedded-broker
-    settings: acks=all, linger 0, one record per batch), waiting for the ack. Nothing else.
-python -m bench.baselines consume --broker kafka://H:P --topic T
+    producer configured exactly as the service's (callscreen.kafka.make_producer: acks=all, linger 0;
+    idempotent on Kafka, one record per batch on Tansu), waiting for the ack. Nothing else.
+python -m bench.baselines consume --broker URL --topic T
     a bare group-less aiokafka consumer (the service's consumer settings) that reads every record
     of the topic from offset 0 to the end offsets seen at start, decoding each value with orjson;
     prints {"records", "seconds", "per_s"}.
@@ -19,19 +22,13 @@ import time
 
 import orjson
 from aiohttp import web
-from aiokafka import TopicPartition
-from callscreen.kafka import make_consumer, make_producer
-from callscreen.settings import Settings
 
-PRODUCER = web.AppKey("producer", object)
-
-
-def broker_settings(broker: str) -> Settings:
-    return Settings(broker=broker, embedded_broker=True)
+from infra.kafka import make_consumer, make_producer, partitions
+from infra.settings import Settings
 
 
 async def serve(broker: str, topic: str, host: str, port: int) -> None:
-    producer = make_producer(broker_settings(broker))
+    producer = make_producer(Settings(broker=broker))
     await producer.start()
 
     async def append(request: web.Request) -> web.Response:
@@ -58,10 +55,10 @@ async def serve(broker: str, topic: str, host: str, port: int) -> None:
 
 
 async def consume(broker: str, topic: str) -> dict[str, float]:
-    consumer = make_consumer(broker_settings(broker))
+    consumer = make_consumer(Settings(broker=broker))
     await consumer.start()
     try:
-        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        parts = await partitions(consumer, topic)
         consumer.assign(parts)
         await consumer.seek_to_beginning(*parts)
         ends = await consumer.end_offsets(parts)

@@ -1,11 +1,13 @@
 """The floor of a Faust worker on this broker: what folding costs before any domain rule runs.
 
-python -m bench.faust_floor --broker kafka://H:P --topic T --partitions N --tables K
+python -m bench.faust_floor --broker URL --topic T --partitions N --tables K
     a Faust app built with the worker's own settings (processors.app.make_faust_app), one agent at
     concurrency 1 over the topic from offset 0, that decodes each record with orjson and writes it
     to K stock Faust tables (each write is one changelog record; the worker's coalesce theirs); prints
     {"tables", "records", "seconds", "per_s"} once it has folded every record present at start.
-    The clock starts at the first record, so the group join (seconds on Tansu) is not counted.
+    The clock starts at the first record, so the group join (seconds) is not counted. --broker is the
+    URL `callscreen run` recorded (kafka:// or, for the memory broker, tansu://); the topic must exist,
+    and Faust creates its tables' changelog topics itself.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -22,10 +25,9 @@ from typing import Any
 
 import faust
 import orjson
-from aiokafka import TopicPartition
-from callscreen.kafka import make_consumer
-from callscreen.settings import Settings
 
+from infra.kafka import make_consumer, partitions
+from infra.settings import Settings
 from processors.app import make_faust_app
 
 
@@ -33,8 +35,7 @@ async def records_in(settings: Settings, topic: str) -> int:
     consumer = make_consumer(settings)
     await consumer.start()
     try:
-        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-        return sum((await consumer.end_offsets(parts)).values())
+        return sum((await consumer.end_offsets(await partitions(consumer, topic))).values())
     finally:
         await consumer.stop()
 
@@ -63,7 +64,9 @@ def floor_app(settings: Settings, topic: str, tables: int, total: int, datadir: 
                 result["per_s"] = round(total / max(seconds, 1e-9), 1)
                 sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
                 sys.stdout.flush()
-                # The measurement is printed; a clean Faust shutdown takes seconds and has nothing to keep.
+                # The measurement is printed; a clean Faust shutdown takes seconds and has nothing to keep
+                # (os._exit skips the temporary directory's own clean-up).
+                shutil.rmtree(datadir, ignore_errors=True)
                 os._exit(0)
 
     return app
@@ -76,7 +79,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, required=True, help="the topic's (tables must match it)")
     parser.add_argument("--tables", type=int, default=0)
     args = parser.parse_args()
-    settings = Settings(broker=args.broker, embedded_broker=True, partitions=args.partitions)
+    settings = Settings(broker=args.broker, partitions=args.partitions)
     total = asyncio.run(records_in(settings, args.topic))
     with tempfile.TemporaryDirectory(prefix="callscreen-floor-") as datadir:
         app = floor_app(settings, args.topic, args.tables, total, Path(datadir))

@@ -236,7 +236,7 @@ def summarise(
 ) -> dict[str, Any]:
     window = [s for s in samples if s.intended >= spec.warmup_s]
     seconds = max(1e-9, spec.duration_s - spec.warmup_s)
-    result = {
+    result: dict[str, Any] = {
         "mode": spec.mode,
         "rate": spec.rate,
         "duration_s": spec.duration_s,

@@ -1,10 +1,11 @@
-"""How the embedded broker's fetch slows as one partition grows.
+"""How a broker's fetch slows as one partition grows: the bound of a long run on the memory broker.
 
-python -m bench.partition_growth --broker kafka://H:P [--sizes 1000,3000,6000,10000]
-    appends single-record batches of 300 bytes (the embedded producer settings) to a fresh
-    one-partition topic until it holds each size in turn, then reads it from offset 0 with the
-    service's consumer settings for at most 5 s; prints one JSON object per size:
-    {"records", "read", "seconds", "per_s", "per_fetch"} (records per non-empty fetch).
+python -m bench.partition_growth --broker URL [--sizes 1000,3000,6000,10000]
+    appends records of 300 bytes with the service's producer settings (on the memory broker,
+    tansu://H:P, single-record batches) to a fresh one-partition topic until it holds each size in
+    turn, then reads it from offset 0 with the service's consumer settings for at most 5 s; prints
+    one JSON object per size: {"records", "read", "seconds", "per_s", "per_fetch"} (records per
+    non-empty fetch).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from typing import Any
 
 import orjson
 from aiokafka import TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from callscreen.kafka import bootstrap, make_consumer, make_producer
-from callscreen.settings import Settings
+
+from bench.service import create_topic
+from infra.kafka import make_consumer, make_producer
+from infra.settings import Settings
 
 READ_LIMIT_S = 5.0
 VALUE = b"x" * 300
@@ -51,14 +53,9 @@ async def read_from_start(settings: Settings, tp: TopicPartition, records: int) 
 
 
 async def measure(broker: str, sizes: list[int]) -> list[dict[str, Any]]:
-    settings = Settings(broker=broker, embedded_broker=True)
+    settings = Settings(broker=broker)
     topic = f"callscreen-bench.growth-{uuid.uuid4().hex[:8]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap(settings))
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, 1, 1)])
-    finally:
-        await admin.close()
+    await create_topic(settings, topic, 1)
     tp = TopicPartition(topic, 0)
     producer = make_producer(settings)
     await producer.start()

@@ -1,7 +1,7 @@
 """Append calls straight to the events topic, exactly as the edge would have written them.
 
-Each body goes through the edge's own validation (`ingest.validation.validate_event`) and gets the
-same envelope (`id`, `account_id`, `plan`, `received_at`, `trusted`) and key (`account:call_id`) the
+Each body goes through the edge's own validation (`domain.validation.parse_event`) and gets the
+same stamp (`id`, `account_id`, `plan`, `received_at`, `trusted`) and key (`account:call_id`) the
 edge gives it; only the HTTP hop and the reply are skipped. This builds a backlog the worker folds
 as fast as it can (its fold rate) and that the bare consumer reads (its floor), and it drives many
 calls across many protected numbers within the time budget for the memory measurement.
@@ -15,26 +15,24 @@ import time
 import uuid
 from typing import Any
 
-import orjson
-from callscreen.kafka import make_producer
-from callscreen.settings import Settings
-from callscreen.times import now_ms
-from ingest.validation import validate_event
+import msgspec
 
 from bench.traffic import BenchAccount, call_ended, call_started, caller_number, pick
+from domain import keys
+from domain.events import AnyEvent
+from domain.validation import Stamp, parse_event
+from infra.clock import now_ms
+from infra.kafka import make_producer
+from infra.settings import Settings
 
 IN_FLIGHT = 2000
 
 
-def records_for(account: BenchAccount, number: str, call_id: str, at: int, rng: random.Random) -> list[dict[str, Any]]:
+def records_for(account: BenchAccount, number: str, call_id: str, at: int, rng: random.Random) -> list[AnyEvent]:
     out = []
     for body in (call_started(call_id, number, caller_number(rng), at), call_ended(call_id, at + 30_000)):
-        received = now_ms()
-        record = validate_event(body, received, 300_000)
-        record.update(id=uuid.uuid4().hex, account_id=account.account_id, plan="guard", received_at=received)
-        if record["type"] == "call.started":
-            record["trusted"] = False
-        out.append(record)
+        stamp = Stamp(uuid.uuid4().hex, account.account_id, "guard", now_ms())
+        out.append(parse_event(body, stamp, 300_000))
     return out
 
 
@@ -56,8 +54,8 @@ async def prefill(
             account, number = pick(accounts, offset + i)
             call_id = f"pre-{offset + i}"
             for record in records_for(account, number, call_id, base + i, rng):
-                key = f"{account.account_id}:{call_id}".encode()
-                pending.append(await producer.send(topic, orjson.dumps(record), key=key))
+                key = keys.call(account.account_id, call_id).encode()
+                pending.append(await producer.send(topic, msgspec.json.encode(record), key=key))
                 records += 1
             if len(pending) >= IN_FLIGHT:
                 await asyncio.gather(*pending)

@@ -80,21 +80,23 @@ def verdict(ok: Any) -> str:
 
 def render(r: dict[str, Any], command: str) -> str:
     m = r["machine"]
+    memory = r["broker"] == "memory"
+    rerun = "python -m bench.run --broker memory" if memory else "make bench"
     out: list[str] = [
-        "# Benchmarks",
+        "# Benchmarks" + (" on the memory broker (Tansu)" if memory else ""),
         "",
-        "Written by `bench/run.py`; rerun with `make bench` (about five minutes). Numbers from one run on one",
+        f"Written by `bench/run.py`; rerun with `{rerun}` (about five minutes). Numbers from one run on one",
         "small machine; the load generator, the broker and the service share its cores, so read them as",
         "orders of magnitude and for relative comparisons, not as capacity planning figures.",
         "",
         "## Run",
         "",
+        f"- broker: {r['broker_label']}",
         f"- date: {r['date']}",
         f"- machine: {m.get('cores')} cores ({m.get('cpu', '?')}), {m.get('memory_gb', '?')} GB memory, "
         f"Linux {m.get('kernel')}, Python {m.get('python')}",
         f"- commit: {m.get('commit', '?')}",
-        f"- command: `{command}` (via `make bench`); whole run {r.get('elapsed_s')} s, service start-up "
-        f"{r.get('startup_s')} s",
+        f"- command: `{command}`; whole run {r.get('elapsed_s')} s, service start-up {r.get('startup_s')} s",
         f"- load average at start / end: {r.get('loadavg_start')} / {r.get('loadavg_end')}"
         " (other work on the machine, such as a test suite, shows up here and makes the run noisy)",
         *(
@@ -110,13 +112,9 @@ def render(r: dict[str, Any], command: str) -> str:
         "",
         "## Method",
         "",
-        "- The real service: `callscreen run` (embedded Tansu broker, one Faust worker, alerting, the edge) in a",
-        "  temporary data dir. The edge runs in the `callscreen run` process; workers and alerting are its children.",
-        "- A fresh service, with a fresh embedded broker and as many new accounts, for each of: scenario (a), the",
-        "  turn search with its baseline, the fold phase with its floors, and the `call.started` search"
-        f" (started this run: {', '.join(r.get('fresh_services') or []) or 'none'}). The embedded",
-        "  broker's fetches slow down as its partitions fill (\"Embedded broker: reading a partition as it",
-        '  grows" below), so a phase run after the others would measure what they left in the broker.',
+        "- The real service: `callscreen run` (its broker, one Faust worker, alerting, the edge) in a temporary",
+        "  data dir. The edge runs in the `callscreen run` process; the broker, workers and alerting are its children.",
+        *services_method(r),
         "- Load: `bench/loadgen.py` in its own process, aiohttp client with a 256-connection pool, loopback only.",
         "  **Open loop**: Poisson arrivals at the offered rate are scheduled up front and every latency is",
         "  measured from the *intended* send time, so a server that falls behind is charged for its queue (no",
@@ -152,10 +150,11 @@ def render(r: dict[str, Any], command: str) -> str:
     out += search_table(r.get("starts"))
 
     out += ["## Baselines on the same broker", "", "### Bare edge: aiohttp + aiokafka append, same load", ""]
+    producer = "one record per batch, as Tansu needs" if memory else "idempotent, batches as aiokafka builds them"
     out += [
         "`bench/baselines.py serve`: the handler parses the JSON body and appends it with the service's own",
-        "producer settings for the embedded broker (`callscreen.kafka.make_producer`: acks=all, linger 0, one",
-        "record per batch), waiting for the ack. No auth, no validation, no worker round trip.",
+        f"producer settings (`callscreen.kafka.make_producer`: acks=all, linger 0, {producer}), waiting for",
+        "the ack. No auth, no validation, no worker round trip.",
         "",
     ]
     out += search_table(r.get("bare_server"))
@@ -242,6 +241,23 @@ def render(r: dict[str, Any], command: str) -> str:
     return "\n".join(out)
 
 
+def services_method(r: dict[str, Any]) -> list[str]:
+    """How many services the run started, and why."""
+    if r["broker"] != "memory":
+        return [
+            "- One service for the whole run: Kafka's fetch cost does not depend on a partition's length, so",
+            "  the phases follow one another on the same broker and topics (the fold phase's backlog, the bare",
+            "  consumer and the Faust floor read everything the earlier phases appended too).",
+        ]
+    return [
+        "- A fresh service, with a fresh memory broker and as many new accounts, for each of: scenario (a), the",
+        "  turn search with its baseline, the fold phase with its floors, and the `call.started` search"
+        f" (started this run: {', '.join(r.get('fresh_services') or []) or 'none'}). Tansu's",
+        '  fetches slow down as its partitions fill ("Memory broker: reading a partition as it grows"',
+        "  below), so a phase run after the others would measure what they left in the broker.",
+    ]
+
+
 def floor_section(floors: list[dict[str, Any]], fold_rate: Any, consumer_rate: Any) -> list[str]:
     """Faust's own cost on this broker: what bounds the worker before any domain rule runs."""
     if not floors:
@@ -272,14 +288,14 @@ def floor_section(floors: list[dict[str, Any]], fold_rate: Any, consumer_rate: A
 
 
 def growth_section(rows: list[dict[str, Any]]) -> list[str]:
-    """The embedded broker's fetch against one partition's length: the bound of any long run on it."""
+    """The memory broker's fetch against one partition's length: the bound of any long run on it."""
     if not rows:
         return []
     out = [
-        "### Embedded broker: reading a partition as it grows",
+        "### Memory broker: reading a partition as it grows",
         "",
         "`bench/partition_growth.py`: a fresh one-partition topic on the same broker, filled with 300-byte",
-        "single-record batches (the embedded producer settings) to each size in turn, then read from offset 0",
+        "single-record batches (the memory broker's producer settings) to each size in turn, then read from offset 0",
         "with the service's consumer settings for at most 5 s. Tansu 0.6.0's memory engine does work per",
         "stored batch on every fetch, and every record is its own batch here, so the cost of each fetch grows",
         "with the partition. Every follower of a partition past the cliff (a worker, a mirror, the edge's",
@@ -297,33 +313,44 @@ def fmt_ratio(value: float | None) -> str:
 
 
 def rss_table(r: dict[str, Any]) -> list[str]:
-    snaps = [
+    found = [
         ("at start", r.get("rss_start")),
         ("after fold phase", r.get("rss_after_fold")),
         ("at end", r.get("rss_end")),
     ]
-    snaps = [(name, s) for name, s in snaps if s]
+    snaps: list[tuple[str, dict[str, Any]]] = [(name, s) for name, s in found if s]
     if not snaps:
         return ["_Not measured._", ""]
     roles = list(dict.fromkeys(role for _, s in snaps for role in s))
     head = "| process | " + " | ".join(f"RSS MB {name}" for name, _ in snaps) + " | peak (VmHWM) MB |"
-    lines = [
-        "VmRSS from `/proc/<pid>/status`. At start = scenario (a)'s service; after fold phase = the fold"
-        " phase's service; at end = the `call.started` search's service (each phase starts a fresh one).",
-        "",
-        head,
-        "|---|" + "---:|" * (len(snaps) + 1),
-    ]
+    memory = r["broker"] == "memory"
+    when = (
+        "At start = scenario (a)'s service; after fold phase = the fold phase's service; at end = the"
+        " `call.started` search's service (each phase starts a fresh one)."
+        if memory
+        else "One service for the whole run: at start = once the accounts were created; after the fold phase; at"
+        " end = after the last phase."
+    )
+    lines = [f"VmRSS from `/proc/<pid>/status`. {when}", "", head, "|---|" + "---:|" * (len(snaps) + 1)]
     for role in roles:
         cells = [str(s.get(role, {}).get("rss_mb", "—")) for _, s in snaps]
         peak = max((s.get(role, {}).get("hwm_mb", 0) for _, s in snaps), default=0)
         lines.append(f"| {role} | " + " | ".join(cells) + f" | {peak} |")
+    heaps = [s.get("broker", {}) for _, s in snaps]
+    if any("heap_used_mb" in heap for heap in heaps):
+        cells = [f"{heap.get('heap_used_mb', '—')} / {heap.get('heap_committed_mb', '—')}" for heap in heaps]
+        lines.append("| broker Java heap in use / committed (`jcmd GC.heap_info`) | " + " | ".join(cells) + " | |")
     if r.get("rss_bare_server") is not None:
         lines.append(f"| bare baseline server | {r['rss_bare_server']} (after its search) |" + " |" * len(snaps))
+    curve = (
+        "as far as the memory broker goes: `docs/benchmarks-memory-tansu.md` (`python -m bench.memory --broker"
+        " memory`, about 3 minutes)."
+        if memory
+        else "`docs/benchmarks-memory.md` (`make bench-memory`, about 10 minutes)."
+    )
     lines += [
         "",
-        "These services fold a few thousand calls each. RSS as calls accumulate toward the issue's 100,000,",
-        "as far as the embedded broker goes: `docs/benchmarks-memory.md` (`make bench-memory`, about 3 minutes).",
+        f"These services fold a few thousand calls. RSS as calls accumulate toward the issue's 100,000: {curve}",
     ]
     return [*lines, ""]
 

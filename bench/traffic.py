@@ -12,9 +12,9 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from callscreen.times import format_ms
+from domain.times import format_ms
 
-NUMBERS_PER_ACCOUNT = 25  # the guard plan's protected-number cap (docs/rules.md, Plans)
+NUMBERS_PER_ACCOUNT = 25  # the guard plan's protected-number cap (decisions.md section 4)
 
 
 @dataclass(frozen=True)
