@@ -14,7 +14,7 @@ from typing import Any
 
 from domain.times import format_ms
 
-NUMBERS_PER_ACCOUNT = 25  # the guard plan's protected-number cap (decisions.md section 4)
+NUMBERS_PER_ACCOUNT = 25  # the guard plan's protected-number cap (docs/rules.md, Plans)
 
 
 @dataclass(frozen=True)

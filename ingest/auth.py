@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from callscreen import ids
-from callscreen.accounts import Account, AccountsView
+from domain import ids
+from domain.accounts import Account, AccountsView
 from ingest.errors import ApiError
 
 
