@@ -12,7 +12,7 @@ import aiohttp
 
 from infra.clock import now_ms
 from tests.service import RunningService, create_account, settled, wait_for_status
-from tests.traffic import script
+from tests.traffic import on_usage_day, script
 
 KILLS = 3
 
@@ -82,7 +82,7 @@ async def test_sigkilled_worker_loses_nothing_and_counts_nothing_twice(
         assert call["user_turns"] == sum(1 for b in posted if b["type"] == "turn.started" and b["role"] == "user")
         assert call["agent_turns"] == sum(1 for b in posted if b["type"] == "turn.started" and b["role"] == "agent")
         assert call["interruptions"] == sum(1 for b in posted if b["type"] == "interruption")
-    assert usage["scoring"]["used_today"] == len(starts)
+    assert usage["scoring"]["used_today"] == on_usage_day(usage, [b for b in appended if b["type"] == "call.started"])
     async with http.get(f"{base_url}/v1/alerts?limit=200", headers=account.headers) as r:
         alerts = (await r.json())["data"]
     ids = [a["id"] for a in alerts]

@@ -6,8 +6,10 @@ import random
 from typing import Any
 
 import aiohttp
+import orjson
 
-from domain.times import format_ms
+from domain.rules import DAY_MS
+from domain.times import format_ms, parse_ms
 from tests.service import AccountKeys
 
 NUMBERS = ("+14155552671", "+14155552672")
@@ -106,3 +108,26 @@ async def snapshot(
         await get(f"/v1/reputation/{encoded}")
         await get(f"/v1/score?from={encoded}&to=%2B14155552671")
     return seen
+
+
+def on_usage_day(account: dict[str, Any], bodies: list[dict[str, Any]]) -> int:
+    """How many of these starts fall on the day `GET /v1/account` counted: tests may run across midnight."""
+    resets_at = instant(account["scoring"]["resets_at"])
+    return sum(1 for b in bodies if b["type"] == "call.started" and resets_at - DAY_MS <= instant(b["at"]) < resets_at)
+
+
+def instant(text: str) -> int:
+    at = parse_ms(text)
+    assert at is not None, text
+    return at
+
+
+def comparable(views: list[dict[str, Any]], against: list[dict[str, Any]]) -> bytes:
+    """The views as bytes, leaving out today's scoring count when midnight fell between the two reads."""
+    kept = []
+    for view, other in zip(views, against, strict=True):
+        account, earlier = view["/v1/account"], other["/v1/account"]
+        if account["scoring"]["resets_at"] != earlier["scoring"]["resets_at"]:
+            view = {**view, "/v1/account": {k: v for k, v in account.items() if k != "scoring"}}
+        kept.append(view)
+    return orjson.dumps(kept)
