@@ -20,7 +20,8 @@ import msgspec
 from bench.traffic import BenchAccount, call_ended, call_started, caller_number, pick
 from domain import keys
 from domain.events import AnyEvent
-from domain.validation import Stamp, parse_event
+from domain.rules import LimitRules
+from domain.validation import Stamp, TimeBounds, parse_event
 from infra.clock import now_ms
 from infra.kafka import make_producer
 from infra.settings import Settings
@@ -32,7 +33,7 @@ def records_for(account: BenchAccount, number: str, call_id: str, at: int, rng: 
     out = []
     for body in (call_started(call_id, number, caller_number(rng), at), call_ended(call_id, at + 30_000)):
         stamp = Stamp(uuid.uuid4().hex, account.account_id, "guard", now_ms())
-        out.append(parse_event(body, stamp, 300_000))
+        out.append(parse_event(body, stamp, TimeBounds.of(LimitRules())))
     return out
 
 

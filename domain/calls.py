@@ -20,6 +20,7 @@ from domain.facts import CallDecided, CallRefused, CallSettled, Cap, Fact, Point
 from domain.rules import DAY_MS, MIN_MS, SECOND_MS, Rules, ScoringRules
 from domain.scoring import Ending, History, Signals, prior_of, score_start, settle_spam_score, thresholds
 from domain.times import format_ms
+from domain.validation import TimeBounds
 
 NOT_ANSWERED = frozenset({"busy", "no-answer", "failed", "canceled"})
 
@@ -113,6 +114,10 @@ def fold(state: Stored | None, event: AnyEvent, context: StartContext, rules: Ru
         return start(state, event, context, rules)
     if state is None:
         return Outcome(404, {"error": "unknown_call"})
+    if isinstance(state, CallState) and not state.quiet and event.received_at is not None:
+        late = TimeBounds.of(rules.limits).too_old(event.at, event.received_at)
+        if late is not None:
+            return Outcome(late.status, {"error": late.code, **late.context})
     if isinstance(event, CallEnded):
         return end(state, event, rules)
     if isinstance(event, Tick | Turn):
@@ -136,7 +141,7 @@ def start(state: CallState | None, event: CallStarted, context: StartContext, ru
     if not context.number_known and context.numbers >= plan.numbers:
         return refuse(event, 402, {"error": "number_limit", "cap": plan.numbers})
     day = event.at - event.at % DAY_MS
-    if context.scored_today >= plan.daily_starts:
+    if not event.quiet and context.scored_today >= plan.daily_starts:
         answer = ScoreResult(
             call_id=event.call_id,
             score=0.0,

@@ -37,6 +37,7 @@ from domain.times import format_ms
 K = keys.View
 WINDOW_KEEP = 64
 BUCKET_DAYS = 8
+PATTERNS_KEEP = 64
 
 
 class FeatureView:
@@ -172,7 +173,10 @@ class FeatureView:
         active = [p for p in msgspec.convert(self.store.get(key) or [], list[PatternActive]) if p.until > fact.since]
         if any(p.id == fact.id for p in active):
             return False
-        ordered = sorted([*active, fact], key=lambda p: (p.until, p.pattern, p.match))
+        # One entry per (pattern, match, width), the latest-lasting, and only the newest few: a flood of
+        # clusters on one number must not grow one value without bound.
+        merged = {(p.pattern, p.match, p.width): p for p in sorted([*active, fact], key=lambda p: (p.until, p.id))}
+        ordered = sorted(merged.values(), key=lambda p: (p.until, p.pattern, p.match))[-PATTERNS_KEEP:]
         self.store.put(key, msgspec.to_builtins(ordered))
         return True
 
@@ -195,8 +199,8 @@ class FeatureView:
             self.store.put(K.numbers(account), numbers)
         if fact.provider_call_id:
             self.store.put(K.provider(account, fact.provider_call_id), call_id)
-        if not fact.answer.capped:
-            day = K.scored(account, at - at % DAY_MS)
+        if not fact.answer.capped and not fact.quiet:
+            day = K.scored(account, received_day(fact.received_at))
             self.store.put(day, int(self.store.get(day) or 0) + 1)
         window = K.caller_window(account, number, caller)
         self.store.put(window, sorted([*(self.store.get(window) or []), at])[-WINDOW_KEEP:])
@@ -206,6 +210,9 @@ class FeatureView:
         newest = max(int(h) for h in hours)
         kept = {h: n for h, n in hours.items() if int(h) > newest - BUCKET_DAYS * DAY_MS}
         self.store.put(K.hours(account, number), kept)
+        if fact.quiet:
+            # Imported history is the account's own: it never speaks for the caller network-wide.
+            return True
         h = self._raw_history(caller)
         h["calls"] += 1
         h["first"] = at if h.get("first") is None else min(h["first"], at)
@@ -223,7 +230,7 @@ class FeatureView:
         if not self._once(K.settled(fact.account_id, fact.call_id), 1):
             return False
         spam = fact.spam_score
-        if spam is None:
+        if spam is None or fact.quiet:
             return True
         h = self._raw_history(fact.caller)
         if spam < self.rules.prior_good_below:
@@ -239,6 +246,11 @@ class FeatureView:
     def _raw_history(self, caller: str) -> dict[str, Any]:
         found: dict[str, Any] | None = self.store.get(K.history(caller))
         return found or {"calls": 0, "good": 0, "bad": 0, "points": 0, "settled": None, "start": None, "first": None}
+
+
+def received_day(received_at: int) -> int:
+    """The daily allowance counts by the day an event was received, whatever its `at` says."""
+    return received_at - received_at % DAY_MS
 
 
 def context(view: FeatureView, state: Stored | None, event: AnyEvent, rules: Rules) -> StartContext:
@@ -263,7 +275,7 @@ def context(view: FeatureView, state: Stored | None, event: AnyEvent, rules: Rul
         refused=view.refusal(event.id),
         numbers=len(numbers),
         number_known=number in numbers,
-        scored_today=view.scored_on(account, at - at % DAY_MS),
+        scored_today=view.scored_on(account, received_day(event.received_at or at)),
         caller_calls=view.caller_calls(account, number, caller, at - rules.scoring.rate_window_ms, at),
         history=view.history(caller),
         network_accounts=view.network_accounts(caller),

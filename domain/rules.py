@@ -164,6 +164,9 @@ class LimitRules:
     max_call_turns: int = 3000
     max_body_bytes: int = 65536
     max_future_at_s: int = 300
+    # A live event may be this old on receipt; older history comes in as `quiet` imports, up to the days below.
+    max_age_s: int = 86400
+    max_quiet_age_days: int = 400
 
 
 @dataclass(frozen=True)

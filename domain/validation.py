@@ -9,8 +9,11 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from domain.events import (
     AnyEvent,
@@ -24,6 +27,7 @@ from domain.events import (
     TurnStarted,
 )
 from domain.phone import Number, parse_number
+from domain.rules import DAY_MS, LimitRules
 from domain.times import parse_ms
 
 EVENT_TYPES = ("call.started", "call.ended", "turn.started", "turn.ended", "interruption", "transcript")
@@ -32,6 +36,14 @@ ATTESTATIONS = {"a": "A", "b": "B", "c": "C", "failed": "failed", "none": "none"
 COST_PARTS = ("llm", "stt", "tts", "carrier", "platform")
 MAX_ID = 256
 MAX_TEXT_FIELD = 256
+# Named attrs and their caps (docs/api.md, attrs): every value a fold may copy is bounded here.
+MAX_ATTR_TEXT = 128
+ATTR_TEXTS = ("caller_name", "answered_by", "carrier", "forwarded_from")
+MAX_MEASURE = 10**9
+# One call costs at most this (USD), in total and per part: no event can push spend windows to overflow.
+MAX_COST_USD = 1000
+# Keys the contract does not name are kept on the call, up to this many bytes of JSON, and read by nothing.
+MAX_UNKNOWN_ATTRS_BYTES = 2048
 _SPACE = re.compile(r"\s+")
 
 
@@ -66,7 +78,26 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(folded.encode()).hexdigest()[:12]
 
 
-def parse_event(body: dict[str, Any], stamp: Stamp, max_future_ms: int) -> AnyEvent:
+@dataclass(frozen=True)
+class TimeBounds:
+    """How far an event's `at` may lie from its receipt (docs/api.md, Time)."""
+
+    max_future_ms: int
+    max_age_ms: int
+    max_quiet_age_ms: int
+
+    @classmethod
+    def of(cls, limits: LimitRules) -> TimeBounds:
+        return cls(limits.max_future_at_s * 1000, limits.max_age_s * 1000, limits.max_quiet_age_days * DAY_MS)
+
+    def too_old(self, at: int, received_at: int) -> InputError | None:
+        """The refusal for a live (not `quiet`) event older than the live bound, else None."""
+        if received_at - at <= self.max_age_ms:
+            return None
+        return InputError("invalid_at", max_age_s=self.max_age_ms // 1000, hint="use quiet: true to import history")
+
+
+def parse_event(body: dict[str, Any], stamp: Stamp, bounds: TimeBounds) -> AnyEvent:
     """The event for one body, or InputError with the contract's code."""
     kind = body.get("type")
     if kind not in EVENT_TYPES:
@@ -77,10 +108,15 @@ def parse_event(body: dict[str, Any], stamp: Stamp, max_future_ms: int) -> AnyEv
         "plan": stamp.plan,
         "received_at": stamp.received_at,
         "call_id": _call_id(body),
-        "at": _at(body, stamp.received_at, max_future_ms),
+        "at": _at(body, stamp.received_at, bounds),
     }
     if kind == "call.started":
-        return _started(body, common, stamp.trusted)
+        started = _started(body, common, stamp.trusted)
+        # Turns and ends are checked against their call's `quiet` by the fold, which knows it.
+        refusal = None if started.quiet else bounds.too_old(started.at, stamp.received_at)
+        if refusal is not None:
+            raise refusal
+        return started
     if kind == "call.ended":
         return CallEnded(
             **common,
@@ -102,13 +138,15 @@ def _call_id(body: dict[str, Any]) -> str:
     return value
 
 
-def _at(body: dict[str, Any], received_ms: int, max_future_ms: int) -> int:
+def _at(body: dict[str, Any], received_ms: int, bounds: TimeBounds) -> int:
     raw = body.get("at")
     if raw is None:
         return received_ms
     at = parse_ms(raw)
-    if at is None or at > received_ms + max_future_ms:
+    if at is None or at > received_ms + bounds.max_future_ms:
         raise InputError("invalid_at")
+    if received_ms - at > bounds.max_quiet_age_ms:
+        raise InputError("invalid_at", max_age_days=bounds.max_quiet_age_ms // DAY_MS)
     return at
 
 
@@ -223,6 +261,8 @@ def _optional_id(body: dict[str, Any], name: str) -> str | None:
 def _money(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
         raise invalid_field(name)
+    if value > MAX_COST_USD:
+        raise InputError("invalid_field", field=name, limit=MAX_COST_USD)
     return float(value)
 
 
@@ -247,21 +287,69 @@ def _breakdown(body: dict[str, Any]) -> dict[str, float] | None:
 
 
 def _attrs(body: dict[str, Any]) -> dict[str, Any]:
+    """The named keys typed and capped; the rest kept as they came, within a small total."""
     value = body.get("attrs")
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise invalid_field("attrs")
-    attrs = dict(value)
-    attestation = attrs.get("attestation")
-    if attestation is not None:
-        if not isinstance(attestation, str) or attestation.lower() not in ATTESTATIONS:
-            raise invalid_field("attrs.attestation")
-        attrs["attestation"] = ATTESTATIONS[attestation.lower()]
-    for name in ("geo", "perf", "tokens"):
-        if name in attrs and attrs[name] is not None and not isinstance(attrs[name], dict):
-            raise invalid_field(f"attrs.{name}")
-    forwarded = attrs.get("forwarded_from")
-    if forwarded is not None and not isinstance(forwarded, str):
-        raise invalid_field("attrs.forwarded_from")
+    attrs: dict[str, Any] = {}
+    unknown: dict[str, Any] = {}
+    for name, item in value.items():
+        if item is None:
+            continue
+        if name == "attestation":
+            if not isinstance(item, str) or item.lower() not in ATTESTATIONS:
+                raise invalid_field("attrs.attestation")
+            attrs[name] = ATTESTATIONS[item.lower()]
+        elif name in ATTR_TEXTS:
+            attrs[name] = _attr_text(item, f"attrs.{name}")
+        elif name == "geo":
+            attrs[name] = _table(item, "attrs.geo", GEO_CHECKS)
+        elif name == "perf":
+            attrs[name] = _table(item, "attrs.perf", PERF_CHECKS)
+        elif name == "tokens":
+            attrs[name] = _table(item, "attrs.tokens", TOKEN_CHECKS)
+        else:
+            unknown[name] = item
+    if unknown:
+        if len(msgspec.json.encode(unknown)) > MAX_UNKNOWN_ATTRS_BYTES:
+            raise InputError("invalid_field", field="attrs", limit=MAX_UNKNOWN_ATTRS_BYTES)
+        attrs.update(unknown)
     return attrs
+
+
+def _attr_text(value: Any, name: str) -> str:
+    if not isinstance(value, str) or len(value) > MAX_ATTR_TEXT:
+        raise InputError("invalid_field", field=name, limit=MAX_ATTR_TEXT)
+    return value
+
+
+def _measure(value: Any, name: str) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise invalid_field(name)
+    if not 0 <= value <= MAX_MEASURE:
+        raise invalid_field(name)
+    return value
+
+
+Check = Callable[[Any, str], Any]
+GEO_CHECKS: dict[str, Check] = {key: _attr_text for key in ("city", "region", "zip", "country")}
+PERF_CHECKS: dict[str, Check] = {
+    **{key: _measure for key in ("turn_ms", "model_ms", "voice_ms", "stt_ms")},
+    "interrupted": _count,
+}
+TOKEN_CHECKS: dict[str, Check] = {key: _count for key in ("in", "out", "cached")}
+
+
+def _table(value: Any, name: str, checks: dict[str, Check]) -> dict[str, Any]:
+    """A closed object of attrs: only its named keys, each checked."""
+    if not isinstance(value, dict):
+        raise invalid_field(name)
+    table: dict[str, Any] = {}
+    for key, item in value.items():
+        if key not in checks:
+            raise invalid_field(f"{name}.{key}")
+        if item is not None:
+            table[key] = checks[key](item, f"{name}.{key}")
+    return table

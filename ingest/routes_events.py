@@ -9,7 +9,7 @@ from aiohttp import web
 
 from domain import keys
 from domain.events import event_type
-from domain.validation import Stamp, parse_event
+from domain.validation import Stamp, TimeBounds, parse_event
 from infra.clock import now_ms
 from ingest import guards
 from ingest.errors import json_response
@@ -22,7 +22,7 @@ async def post_event(request: web.Request) -> web.Response:
     body = await guards.json_object(request)
     account = principal.account
     stamp = Stamp(uuid.uuid4().hex, account.id, account.plan, now_ms(), account.trusted)
-    event = parse_event(body, stamp, edge.settings.rules.limits.max_future_at_s * 1000)
+    event = parse_event(body, stamp, TimeBounds.of(edge.settings.rules.limits))
     kind = event_type(event)
     started = time.perf_counter()
     pending = await edge.send_request(edge.settings.topic("events"), keys.call(account.id, event.call_id), event)

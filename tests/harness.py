@@ -31,7 +31,7 @@ from domain.index import AlertEntry, CallEntry
 from domain.rules import Rules
 from domain.store import MemoryStore
 from domain.times import format_ms, parse_ms
-from domain.validation import InputError, Stamp, parse_event
+from domain.validation import InputError, Stamp, TimeBounds, parse_event
 from infra.kafka import partition_for
 
 SCENARIOS = Path(__file__).parent / "scenarios"
@@ -63,7 +63,7 @@ class Harness:
         """What the edge answers a POST of `body` (as the worker's fold would answer it)."""
         stamp = Stamp(f"{next(self._ids):032x}", account.id, account.plan, received_at, account.trusted)
         try:
-            event = parse_event(body, stamp, self.rules.limits.max_future_at_s * 1000)
+            event = parse_event(body, stamp, TimeBounds.of(self.rules.limits))
         except InputError as refused:
             return refused.status, {"error": refused.code, **refused.context}
         return self.fold(event)

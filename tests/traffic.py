@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from typing import Any
 
@@ -10,6 +11,7 @@ import orjson
 
 from domain.rules import DAY_MS
 from domain.times import format_ms, parse_ms
+from infra.clock import now_ms
 from tests.service import AccountKeys
 
 NUMBERS = ("+14155552671", "+14155552672")
@@ -110,10 +112,25 @@ async def snapshot(
     return seen
 
 
-def on_usage_day(account: dict[str, Any], bodies: list[dict[str, Any]]) -> int:
-    """How many of these starts fall on the day `GET /v1/account` counted: tests may run across midnight."""
+async def clear_of_midnight(seconds: int) -> None:
+    """Wait, when UTC midnight is less than `seconds` away, until it has passed: for a test whose
+    counts by the day of receipt must all fall on one day."""
+    left = DAY_MS - now_ms() % DAY_MS
+    if left < seconds * 1000:
+        await asyncio.sleep(left / 1000 + 0.1)
+
+
+def on_usage_day(account: dict[str, Any], posted: list[tuple[int, int]]) -> range:
+    """How many starts, posted between these (sent, answered) wall times, `GET /v1/account` may count today.
+
+    The allowance counts by the day of receipt, and a test may run across midnight: a start in flight at
+    midnight may fall on either day.
+    """
     resets_at = instant(account["scoring"]["resets_at"])
-    return sum(1 for b in bodies if b["type"] == "call.started" and resets_at - DAY_MS <= instant(b["at"]) < resets_at)
+    day = range(resets_at - DAY_MS, resets_at)
+    surely = sum(1 for sent, answered in posted if sent in day and answered in day)
+    maybe = sum(1 for sent, answered in posted if (sent in day) != (answered in day))
+    return range(surely, surely + maybe + 1)
 
 
 def instant(text: str) -> int:

@@ -12,7 +12,7 @@ from domain.features import FeatureView
 from domain.rules import Rules
 from domain.store import MemoryStore
 from domain.times import format_ms
-from domain.validation import Stamp, parse_event
+from domain.validation import Stamp, TimeBounds, parse_event
 
 RULES = Rules()
 AT = 1_800_000_000_000
@@ -20,7 +20,7 @@ AT = 1_800_000_000_000
 
 def event(event_id: str, body: dict[str, Any]) -> AnyEvent:
     """The event the edge appends for `body`."""
-    return parse_event(body, Stamp(event_id, "acct_x", "guard", AT), 300_000)
+    return parse_event(body, Stamp(event_id, "acct_x", "guard", AT), TimeBounds.of(RULES.limits))
 
 
 def started(**fields: Any) -> dict[str, Any]:
