@@ -2,6 +2,9 @@
 
 Keys carry the partition so every key lives in exactly one partition's store. A call's entry holds
 what the listing filters on (number, caller, action, source), so a page reads only the calls it shows.
+An hour's entries sit in pages of `PAGE` under keys of their own, so adding one writes a page, a count
+and a marker, never a value that grows with the traffic; the list of days is cut at `HORIZON_DAYS`
+(older records stay in the log and the call table, out of the listing).
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from typing import Any
 import msgspec
 
 from domain import keys
-from domain.rules import HOUR_MS
+from domain.rules import DAY_MS, HOUR_MS
 
 BUCKET_MS = HOUR_MS
+PAGE = 64
+HORIZON_DAYS = 400
 Lookup = Callable[[str], Any]
 
 
@@ -44,24 +49,39 @@ def entry_id(entry: Entry) -> str:
 
 def additions(read: Lookup, space: str, account: str, partition: int, entry: Entry) -> dict[str, Any]:
     """The index keys to write for `entry`: none when it is already in."""
-    bucket = entry.at - entry.at % BUCKET_MS
-    key = keys.index_bucket(space, account, partition, bucket)
-    entries: list[Any] = read(key) or []
-    new_id = entry_id(entry)
-    if any(e[1] == new_id for e in entries):
+    member = keys.index_member(space, account, partition, entry_id(entry))
+    if read(member) is not None:
         return {}
-    writes: dict[str, Any] = {key: [*entries, msgspec.to_builtins(entry)]}
-    known = keys.index_buckets(space, account, partition)
-    buckets: list[int] = read(known) or []
-    if bucket not in buckets:
-        writes[known] = sorted([*buckets, bucket])
+    hour = entry.at - entry.at % BUCKET_MS
+    count_key = keys.index_count(space, account, partition, hour)
+    count: int = read(count_key) or 0
+    page_key = keys.index_page(space, account, partition, hour, count // PAGE)
+    writes: dict[str, Any] = {
+        page_key: [*(read(page_key) or []), msgspec.to_builtins(entry)],
+        count_key: count + 1,
+        member: hour,
+    }
+    day = hour - hour % DAY_MS
+    hours_key = keys.index_hours(space, account, partition, day)
+    hours: list[int] = read(hours_key) or []
+    if hour not in hours:
+        writes[hours_key] = sorted([*hours, hour])
+        days_key = keys.index_days(space, account, partition)
+        days: list[int] = read(days_key) or []
+        if day not in days:
+            writes[days_key] = sorted([*days, day])[-HORIZON_DAYS:]
     return writes
 
 
 def newest_first(read: Lookup, space: str, account: str, partition: int) -> Iterator[tuple[int, list[Any]]]:
-    """Each bucket's start and raw entries, the newest bucket first."""
-    for bucket in reversed(read(keys.index_buckets(space, account, partition)) or []):
-        yield bucket, read(keys.index_bucket(space, account, partition, bucket)) or []
+    """Each hour's start and raw entries, the newest hour first."""
+    for day in reversed(read(keys.index_days(space, account, partition)) or []):
+        for hour in reversed(read(keys.index_hours(space, account, partition, day)) or []):
+            count = read(keys.index_count(space, account, partition, hour)) or 0
+            entries: list[Any] = []
+            for page in range((count + PAGE - 1) // PAGE):
+                entries += read(keys.index_page(space, account, partition, hour, page)) or []
+            yield hour, entries
 
 
 @dataclass(frozen=True)

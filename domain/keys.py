@@ -27,13 +27,29 @@ def alert(account: str, alert_id: str) -> str:
     return f"alert|{account}|{alert_id}"
 
 
-def index_buckets(space: str, account: str, partition: int) -> str:
-    """The hours a listing index has entries for."""
-    return f"buckets|{space}|{account}|{partition}"
+def index_days(space: str, account: str, partition: int) -> str:
+    """The days a listing index has entries for (the newest `index.HORIZON_DAYS`)."""
+    return f"idxd|{space}|{account}|{partition}"
 
 
-def index_bucket(space: str, account: str, partition: int, bucket: int) -> str:
-    return f"idx|{space}|{account}|{partition}|{bucket}"
+def index_hours(space: str, account: str, partition: int, day: int) -> str:
+    """The hours of one day that have entries."""
+    return f"idxh|{space}|{account}|{partition}|{day}"
+
+
+def index_count(space: str, account: str, partition: int, hour: int) -> str:
+    """How many entries one hour holds."""
+    return f"idxn|{space}|{account}|{partition}|{hour}"
+
+
+def index_page(space: str, account: str, partition: int, hour: int, page: int) -> str:
+    """One page of an hour's entries, in arrival order."""
+    return f"idx|{space}|{account}|{partition}|{hour}|{page}"
+
+
+def index_member(space: str, account: str, partition: int, item_id: str) -> str:
+    """Marks an item as indexed, so a refold adds it once."""
+    return f"idxm|{space}|{account}|{partition}|{item_id}"
 
 
 class View:

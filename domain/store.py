@@ -10,6 +10,10 @@ from typing import Any, Protocol
 
 import msgspec
 
+# Every value a fold writes stays under this, well inside the broker's 1 MiB message limit: the caps of
+# domain/validation.py and the bounded windows of the folds keep it there (tests/unit/test_bounds.py).
+MAX_VALUE_BYTES = 512 * 1024
+
 
 class Store(Protocol):
     def get(self, key: str) -> Any: ...

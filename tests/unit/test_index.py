@@ -1,4 +1,4 @@
-"""The listing index: hour buckets, the bucket list written only when it gains a bucket."""
+"""The listing index: hours in pages of their own keys, so no value grows with the traffic."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from typing import Any
 
 from domain import index
 from domain.index import CallEntry
+from domain.rules import DAY_MS
+from domain.store import MemoryStore
 
 HOUR = index.BUCKET_MS
 
@@ -16,21 +18,28 @@ def apply(store: dict[str, Any], entry: CallEntry) -> dict[str, Any]:
     return writes
 
 
-def test_first_entry_writes_its_bucket_and_the_bucket_list() -> None:
+def listed(store: dict[str, Any]) -> list[tuple[int, list[str]]]:
+    return [(hour, [e[1] for e in entries]) for hour, entries in index.newest_first(store.get, "calls", "acct", 3)]
+
+
+def test_first_entry_writes_its_page_count_marker_and_the_day_and_hour_lists() -> None:
     store: dict[str, Any] = {}
     writes = apply(store, CallEntry(5 * HOUR + 10, "c1", "+1", "+2", "allow", "api"))
     assert writes == {
-        "idx|calls|acct|3|18000000": [[5 * HOUR + 10, "c1", "+1", "+2", "allow", "api"]],
-        "buckets|calls|acct|3": [5 * HOUR],
+        "idx|calls|acct|3|18000000|0": [[5 * HOUR + 10, "c1", "+1", "+2", "allow", "api"]],
+        "idxn|calls|acct|3|18000000": 1,
+        "idxm|calls|acct|3|c1": 5 * HOUR,
+        "idxh|calls|acct|3|0": [5 * HOUR],
+        "idxd|calls|acct|3": [0],
     }
 
 
-def test_second_entry_in_the_same_hour_leaves_the_bucket_list_alone() -> None:
+def test_second_entry_in_the_same_hour_writes_its_page_count_and_marker_only() -> None:
     store: dict[str, Any] = {}
     apply(store, CallEntry(5 * HOUR + 10, "c1", "+1", "+2", "allow"))
     writes = apply(store, CallEntry(5 * HOUR + 20, "c2", "+1", "+3", "review"))
-    assert list(writes) == ["idx|calls|acct|3|18000000"]
-    assert [e[1] for e in store["idx|calls|acct|3|18000000"]] == ["c1", "c2"]
+    assert set(writes) == {"idx|calls|acct|3|18000000|0", "idxm|calls|acct|3|c2", "idxn|calls|acct|3|18000000"}
+    assert listed(store) == [(5 * HOUR, ["c1", "c2"])]
 
 
 def test_an_entry_already_indexed_writes_nothing() -> None:
@@ -39,14 +48,33 @@ def test_an_entry_already_indexed_writes_nothing() -> None:
     assert apply(store, CallEntry(5 * HOUR + 10, "c1", "+1", "+2", "allow")) == {}
 
 
-def test_buckets_come_newest_first_whatever_order_they_arrived_in() -> None:
+def test_hours_come_newest_first_whatever_order_they_arrived_in() -> None:
     store: dict[str, Any] = {}
-    for at, call_id in [(7 * HOUR, "late"), (2 * HOUR, "early"), (7 * HOUR + 1, "late2")]:
+    for at, call_id in [(DAY_MS + 7 * HOUR, "late"), (2 * HOUR, "early"), (DAY_MS + 7 * HOUR + 1, "late2")]:
         apply(store, CallEntry(at, call_id, "+1", "+2", "allow"))
-    listed = [
-        (bucket, [e[1] for e in entries]) for bucket, entries in index.newest_first(store.get, "calls", "acct", 3)
-    ]
-    assert listed == [(7 * HOUR, ["late", "late2"]), (2 * HOUR, ["early"])]
+    assert listed(store) == [(DAY_MS + 7 * HOUR, ["late", "late2"]), (2 * HOUR, ["early"])]
+
+
+def test_a_busy_hour_fills_pages_and_no_value_outgrows_one_page() -> None:
+    store = MemoryStore()
+    ids = [f"call-{i:05d}-{'x' * 200}" for i in range(1000)]
+    for i, call_id in enumerate(ids):
+        for key, value in index.additions(store.get, "calls", "a", 0, entry(i, call_id)).items():
+            store.put(key, value)
+    assert max(len(v) for v in store.data.values()) < index.PAGE * 400
+    assert [e[1] for _, entries in index.newest_first(store.get, "calls", "a", 0) for e in entries] == ids
+
+
+def entry(i: int, call_id: str) -> CallEntry:
+    return CallEntry(5 * HOUR + i, call_id, "+14155552671", "+12125550123", "allow")
+
+
+def test_the_day_list_keeps_the_horizon() -> None:
+    store: dict[str, Any] = {}
+    for day in range(index.HORIZON_DAYS + 5):
+        apply(store, CallEntry(day * DAY_MS, f"c{day}", "+1", "+2", "allow"))
+    days = store["idxd|calls|acct|3"]
+    assert len(days) == index.HORIZON_DAYS and days[0] == 5 * DAY_MS
 
 
 def test_the_source_filter_and_the_cursor() -> None:
