@@ -24,9 +24,10 @@ class LastAlerted(msgspec.Struct, frozen=True):
 def payment_failed(
     last: LastAlerted | None, record: PaymentFailed, rules: DetectorRules
 ) -> tuple[LastAlerted | None, Alert | None]:
-    """One `billing.payment_failed` per account per cooldown; the same record twice raises nothing."""
-    if last is not None and (last.id == record.id or record.at - last.at < rules.cooldown_min * MIN_MS):
+    """One `billing.payment_failed` per account per cooldown. The record that raised it, folded again (after
+    a crash), raises the same alert again, which every consumer counts once."""
+    if last is not None and last.id != record.id and record.at - last.at < rules.cooldown_min * MIN_MS:
         return last, None
     data = {"amount_cents": record.amount_cents, "attempt": record.attempt}
     alert = make_alert(record.account_id, "billing.payment_failed", record.account_id, record.at, record.at, data)
-    return LastAlerted(record.id, record.at), alert
+    return (last if last is not None and last.id == record.id else LastAlerted(record.id, record.at)), alert

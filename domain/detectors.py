@@ -7,13 +7,14 @@ points). Windows run on event time; cooldowns, ids and blocks come out the same 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
 from domain.alerts import Alert, callers_named, make_alert
-from domain.facts import BlockPlaced, CallDecided, CallSettled, Fact, NumberTick, PatternActive, PointsCharged
+from domain.facts import AnyFact, BlockPlaced, CallDecided, CallSettled, Fact, NumberTick, PatternActive, PointsCharged
 from domain.rules import DAY_MS, HOUR_MS, MIN_MS, DetectorRules, ScoringRules
 
 SEEN_KEEP = 500
@@ -23,6 +24,8 @@ CALLS_KEEP = 400
 # with their own (possibly backdated) times, and a tick at the end of an hour must not end a cooldown
 # that a backdated fact still falls in.
 COOLDOWN_KEEP = 256
+# Far more than the facts of one number folded between a worker's commits.
+ECHO_KEEP = 64
 
 
 class WindowCall(msgspec.Struct, frozen=True, array_like=True):
@@ -57,6 +60,15 @@ class SpendHour(msgspec.Struct, frozen=True, array_like=True):
     calls: int
 
 
+class Echo(msgspec.Struct, frozen=True, array_like=True):
+    """What one fact raised and placed, kept (a row of its own, `keys.echo`) so the fact folded again
+    after a crash appends the same again."""
+
+    fact_id: str
+    alerts: list[Alert]
+    facts: list[AnyFact]
+
+
 class NumberWindow(msgspec.Struct, frozen=True, kw_only=True):
     calls: list[WindowCall] = msgspec.field(default_factory=list)
     countries: dict[str, CountrySeen] = msgspec.field(default_factory=dict)
@@ -65,6 +77,8 @@ class NumberWindow(msgspec.Struct, frozen=True, kw_only=True):
     cooldown: dict[str, int] = msgspec.field(default_factory=dict)
     spike: Spike | None = None
     seen: list[str] = msgspec.field(default_factory=list)
+    # Ids of the latest facts that raised or placed something, whose echoes are kept.
+    echoes: list[str] = msgspec.field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -96,6 +110,9 @@ class Observed:
     window: NumberWindow
     alerts: list[Alert]
     facts: list[Fact]
+    # The echo to keep for this fact, and the facts whose echoes may now be dropped.
+    echo: Echo | None = None
+    forgotten: list[str] = field(default_factory=list)
 
 
 class _Working:
@@ -109,6 +126,7 @@ class _Working:
         self.cooldown = dict(window.cooldown)
         self.spike = window.spike
         self.seen = list(window.seen)
+        self.echoes = list(window.echoes)
 
     def freeze(self) -> NumberWindow:
         return NumberWindow(
@@ -119,13 +137,23 @@ class _Working:
             cooldown=self.cooldown,
             spike=self.spike,
             seen=self.seen,
+            echoes=self.echoes,
         )
 
 
-def observe(window: NumberWindow, fact: Fact, rules: DetectorRules, scoring: ScoringRules) -> Observed:
+def observe(
+    window: NumberWindow,
+    fact: Fact,
+    rules: DetectorRules,
+    scoring: ScoringRules,
+    echo_of: Callable[[str], Echo | None] = lambda fact_id: None,
+) -> Observed:
     """Fold one fact into the number's window: the new window and what it raises and places."""
     if fact.id in window.seen:
-        return Observed(window, [], [])
+        # Folded before: a crash may have lost what it raised on the way to the log, so raise it again
+        # (the same ids, which every consumer counts once).
+        echo = echo_of(fact.id) if fact.id in window.echoes else None
+        return Observed(window, list(echo.alerts), list(echo.facts)) if echo else Observed(window, [], [])
     w = _Working(window)
     w.seen = [*w.seen, fact.id][-SEEN_KEEP:]
     raised_at = fact.at
@@ -152,7 +180,12 @@ def observe(window: NumberWindow, fact: Fact, rules: DetectorRules, scoring: Sco
         facts += consequences(fact, detection, alert.id, rules)
     if len(w.cooldown) > COOLDOWN_KEEP:
         w.cooldown = dict(sorted(w.cooldown.items(), key=lambda kv: kv[1])[-COOLDOWN_KEEP:])
-    return Observed(w.freeze(), alerts, facts)
+    if not alerts and not facts:
+        return Observed(w.freeze(), alerts, facts)
+    kept = [*w.echoes, fact.id]
+    w.echoes = kept[-ECHO_KEEP:]
+    echo = Echo(fact.id, alerts, cast(list[AnyFact], facts))
+    return Observed(w.freeze(), alerts, facts, echo=echo, forgotten=kept[:-ECHO_KEEP])
 
 
 def _cool(w: _Working, found: Detection, rules: DetectorRules) -> None:

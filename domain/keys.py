@@ -52,6 +52,11 @@ def index_member(space: str, account: str, partition: int, item_id: str) -> str:
     return f"idxm|{space}|{account}|{partition}|{item_id}"
 
 
+def echo(number_key: str, fact_id: str) -> str:
+    """What a fact raised on a number, beside the number's window (`domain.detectors.Echo`)."""
+    return f"echo|{number_key}|{fact_id}"
+
+
 class View:
     """Keys of the feature view (`domain.features`): every worker's copy of the decisions topic."""
 

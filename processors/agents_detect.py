@@ -11,8 +11,8 @@ from typing import Any
 
 import msgspec
 
-from domain import detectors
-from domain.detectors import NumberWindow
+from domain import detectors, keys
+from domain.detectors import Echo, NumberWindow
 from domain.facts import NumberTick, decode_fact
 from domain.ids import derived_event_id
 from infra.clock import now_ms
@@ -57,9 +57,14 @@ async def observe(w: Parts, record: Any, pending: list[Any], replay: bool) -> No
         return  # a kind the detectors do not read
     key = record.key.decode()
     window = w.tables.get("number_windows", key, NumberWindow) or NumberWindow()
-    observed = detectors.observe(window, fact, w.rules.detectors, w.rules.scoring)
+    echo_of = w.tables.reader("number_windows", Echo)
+    observed = detectors.observe(window, fact, w.rules.detectors, w.rules.scoring, lambda i: echo_of(keys.echo(key, i)))
     if observed.window is not window:
         w.tables.put("number_windows", key, observed.window)
+    if observed.echo is not None:
+        w.tables.put("number_windows", keys.echo(key, fact.id), observed.echo)
+    for forgotten in observed.forgotten:
+        w.tables.delete("number_windows", keys.echo(key, forgotten))
     due = detectors.sweep_due(observed.window, fact.at)
     if w.tables.get("number_sweeps", key, int) != due:
         if due is None:

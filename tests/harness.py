@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import yaml
 from domain import calls, detectors, features, index, keys, queries
 from domain.alerts import Alert
 from domain.calls import CallState, Stored
-from domain.detectors import NumberWindow
+from domain.detectors import Echo, NumberWindow
 from domain.events import AnyEvent, Tick
 from domain.facts import Fact, NumberTick
 from domain.features import FeatureView
@@ -55,6 +56,7 @@ class Harness:
         # The listing indexes and the alert store, keyed as the workers' tables are.
         self.tables: dict[str, Any] = {}
         self.windows: dict[str, NumberWindow] = {}
+        self.echoes: dict[str, Echo] = {}
         self.number_due: dict[str, int] = {}
         self.alerts: list[Alert] = []
         self._ids = itertools.count()
@@ -109,8 +111,14 @@ class Harness:
             self.view.apply(fact)
             number_key = keys.number(fact.account_id, fact.number)
             window = self.windows.get(number_key, NumberWindow())
-            observed = detectors.observe(window, fact, self.rules.detectors, self.rules.scoring)
+            observed = detectors.observe(
+                window, fact, self.rules.detectors, self.rules.scoring, self.echoes_of(number_key)
+            )
             self.windows[number_key] = observed.window
+            if observed.echo is not None:
+                self.echoes[keys.echo(number_key, fact.id)] = observed.echo
+            for forgotten in observed.forgotten:
+                del self.echoes[keys.echo(number_key, forgotten)]
             due = detectors.sweep_due(observed.window, fact.at)
             if due is None:
                 self.number_due.pop(number_key, None)
@@ -118,6 +126,9 @@ class Harness:
                 self.number_due[number_key] = due
             self.store_alerts(observed.alerts)
             queue += observed.facts
+
+    def echoes_of(self, number_key: str) -> Callable[[str], Echo | None]:
+        return lambda fact_id: self.echoes.get(keys.echo(number_key, fact_id))
 
     def sweep(self, now: int) -> None:
         """What the workers' sweeps append at `now`: a tick for every call and number that is due."""

@@ -28,7 +28,7 @@ LONGEST = {
 
 def values(harness: Harness) -> list[bytes]:
     """Everything a worker would write: call records, tables, the feature view, the detector windows."""
-    stored = [*harness.calls.values(), *harness.tables.values(), *harness.windows.values()]
+    stored = [*harness.calls.values(), *harness.tables.values(), *harness.windows.values(), *harness.echoes.values()]
     view = harness.view.store
     assert isinstance(view, MemoryStore)
     return [msgspec.json.encode(v) for v in stored] + list(view.data.values())

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain import calls, features
+from domain import billing, calls, detectors, features
+from domain.billing import PaymentFailed
 from domain.calls import Outcome, Stored
 from domain.events import AnyEvent
+from domain.facts import NumberTick
 from domain.features import FeatureView
 from domain.rules import Rules
 from domain.store import MemoryStore
 from domain.times import format_ms
 from domain.validation import Stamp, TimeBounds, parse_event
+from tests.harness import Account as HarnessAccount
+from tests.harness import Harness
 
 RULES = Rules()
 AT = 1_800_000_000_000
@@ -78,3 +82,37 @@ def test_an_end_folded_again_appends_its_settled_fact_again_and_another_end_does
     # A client's second end is a new event: a duplicate answer and no second settled fact.
     retry = fold(first.state, event("ev-3", ended()), view)
     assert (retry.status, retry.body, retry.facts) == (200, {**first.body, "duplicate": True}, [])
+
+
+def test_a_fact_that_raised_an_alert_folded_again_raises_the_same_again() -> None:
+    harness = Harness()
+    account = HarnessAccount("acct_x")
+    for i in range(7):
+        body = started(call_id=f"r{i}", at=format_ms(AT - 60_000 + i * 1_000))
+        assert harness.post(account, body, AT)[0] == 200
+    raised = [a for a in harness.alerts if a.type == "caller.rate_exceeded"]
+    assert len(raised) == 1
+    number_key = "acct_x:+14155552671"
+    window = harness.windows[number_key]
+    (echo_key,) = [k for k, echo in harness.echoes.items() if echo.alerts == raised]
+    fact_id = echo_key.rsplit("|", 1)[1]
+    # The crash lost the appends, not the window: the same fact again, as the refold meets it.
+    again = detectors.observe(
+        window,
+        NumberTick(id=fact_id, account_id="acct_x", number="+14155552671", at=AT),
+        RULES.detectors,
+        RULES.scoring,
+        harness.echoes_of(number_key),
+    )
+    assert again.alerts == harness.echoes[echo_key].alerts and [a.id for a in again.alerts] == [raised[0].id]
+    assert again.facts == harness.echoes[echo_key].facts
+    assert again.window is window
+
+
+def test_a_failed_payment_folded_again_raises_the_same_alert_and_another_within_cooldown_none() -> None:
+    payment = PaymentFailed(id="pay-1", account_id="acct_x", amount_cents=4900, attempt=1, at=AT)
+    last, alert = billing.payment_failed(None, payment, RULES.detectors)
+    assert alert is not None
+    assert billing.payment_failed(last, payment, RULES.detectors) == (last, alert)
+    later = PaymentFailed(id="pay-2", account_id="acct_x", amount_cents=4900, attempt=2, at=AT + 60_000)
+    assert billing.payment_failed(last, later, RULES.detectors) == (last, None)
