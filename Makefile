@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint docs bench bench-memory clean
+.PHONY: run test lint docs bench bench-memory faults clean
 
 # The install step: the virtual environment, the package, and the pinned Apache Kafka's jars (fetched
 # once from Maven Central into ~/.cache/callscreen, shared by every clone).
@@ -31,6 +31,10 @@ docs: $(STAMP)
 
 test: $(STAMP) lint
 	$(BIN)/pytest -q
+
+# The fault-injection kill test at full strength: 50 kills spread over the four steps of a fold.
+faults: $(STAMP)
+	CALLSCREEN_TEST_FAULT_KILLS=50 $(BIN)/pytest -q tests/hostile/test_fault_kills.py
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run

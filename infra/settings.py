@@ -90,6 +90,8 @@ class Settings:
     webhook_ca_file: str = ""
     webhook_allow_private: bool = False
     webhook_concurrency: int = 32
+    # Fault injection for the kill tests (processors/faults.py): "every=N,limit=M"; empty in production.
+    faults: str = ""
     rules: Rules = field(default_factory=Rules)
 
     @property

@@ -67,6 +67,7 @@ async def fold_event(w: Parts, events: Any, record: Any, pending: list[Any]) -> 
     state: Stored | None = w.tables.get("calls", key, Stored)
     outcome = calls.fold(state, event, features.context(w.view, state, event, w.rules), w.rules)
     write_state(w, key, state, outcome, record.message.partition)
+    w.faults.at("after_write")
     if outcome.forward is not None:
         if not replay:
             target = keys.call(event.account_id, outcome.forward).encode()
@@ -79,6 +80,7 @@ async def fold_event(w: Parts, events: Any, record: Any, pending: list[Any]) -> 
         # Answered before the appends: a crash before they land refolds the event, which appends them again.
         await w.replies.reply(record, outcome.status, outcome.body)
     acks = await append(w, outcome)
+    w.faults.at("after_append")
     if shared:
         # Durable before the answer, so the barrier of the client's next event covers them.
         for ack in acks:

@@ -71,6 +71,7 @@ async def observe(w: Parts, record: Any, pending: list[Any], replay: bool) -> No
             w.tables.delete("number_sweeps", key)
         else:
             w.tables.put("number_sweeps", key, due)
+    w.faults.at("after_write")
     if replay:
         # Alerts and consequences of a replayed fact are already in the log.
         return
@@ -79,3 +80,5 @@ async def observe(w: Parts, record: Any, pending: list[Any], replay: bool) -> No
     for placed in observed.facts:
         w.mirror.own(placed)
         pending.append(await w.appender.append("decisions", key, placed))
+    if observed.alerts or observed.facts:
+        w.faults.at("after_append")

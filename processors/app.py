@@ -16,6 +16,7 @@ from processors import agents_alerts, agents_calls, agents_detect, agents_querie
 from processors.appender import Appender
 from processors.barrier import Barrier
 from processors.commits import Commits
+from processors.faults import Faults
 from processors.faust_tuning import hold_commits_at_gaps, tune_consumer
 from processors.metrics import WorkerMetrics
 from processors.mirror import FactMirror
@@ -88,12 +89,13 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
     appender = Appender(settings)
     tables = Tables(app, settings.partitions, rocks)
     metrics = WorkerMetrics()
+    faults = Faults(settings.faults, Path(settings.data_dir))
     parts = Parts(
         settings=settings,
         app=app,
         tables=tables,
         appender=appender,
-        commits=Commits(app, tables, appender, metrics),
+        commits=Commits(app, tables, appender, metrics, faults),
         progress=Progress(settings, app, generation),
         view=view,
         mirror=mirror,
@@ -101,6 +103,7 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
         replies=ReplyPath(appender),
         metrics=metrics,
         generation=generation,
+        faults=faults,
     )
     metrics.rocksdb_bytes.set_function(rocks.cache.get_usage)
     for agents in (agents_calls, agents_detect, agents_alerts, agents_queries, housekeeping):

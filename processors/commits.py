@@ -17,6 +17,7 @@ from typing import Any
 import faust
 
 from processors.appender import Appender
+from processors.faults import Faults
 from processors.metrics import WorkerMetrics
 from processors.tables import Tables
 
@@ -25,8 +26,11 @@ Held = tuple[Any, Any, list["asyncio.Future[Any]"]]
 
 
 class Commits:
-    def __init__(self, app: faust.App, tables: Tables, appender: Appender, metrics: WorkerMetrics) -> None:
+    def __init__(
+        self, app: faust.App, tables: Tables, appender: Appender, metrics: WorkerMetrics, faults: Faults
+    ) -> None:
         self.app = app
+        self.faults = faults
         self.tables = tables
         self.appender = appender
         self.metrics = metrics
@@ -109,6 +113,9 @@ class Commits:
             log.exception("a record the fold appended was not acknowledged; stopping the worker")
             await self.app.crash(exc)
             return False
+        self.faults.at("before_ack")
         for stream, event, _ in held:
             await stream.ack(event)
+        if held:
+            self.faults.at("before_commit")
         return True

@@ -14,6 +14,7 @@ from infra.settings import Settings
 from processors.appender import Appender
 from processors.barrier import Barrier
 from processors.commits import Commits
+from processors.faults import Faults
 from processors.metrics import WorkerMetrics
 from processors.mirror import FactMirror
 from processors.progress import Progress
@@ -39,6 +40,7 @@ class Parts:
     replies: ReplyPath
     metrics: WorkerMetrics
     generation: Generation
+    faults: Faults
 
     @property
     def rules(self) -> Rules:

@@ -1,0 +1,163 @@
+"""Kills at every step of a fold while events stream in: every acknowledged event's effect exactly once in
+every consumer (the call and account views, the decisions and alerts topics, the alert store, the webhook
+receiver) and a rebuild with the same answers.
+
+The worker SIGKILLs itself (processors/faults.py) after a table write, after an append, before an ack and
+before a commit, in turn. `make test` runs CALLSCREEN_TEST_FAULT_KILLS kills (default 4, one per step);
+`make faults` runs 50. On the old code the refold after a kill found its own writes and appended nothing:
+the detector's alerts were lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import msgspec
+import orjson
+import pytest
+import trustme
+
+from domain.alerts import Alert
+from domain.facts import CallDecided, decode_fact
+from infra.clock import now_ms
+from processors.faults import LOG_NAME, POINTS
+from tests.harness import Account, Harness
+from tests.receiver import Receiver, serving
+from tests.service import create_account, settled, start_service, wait_for_status
+from tests.topics import read_topic
+from tests.traffic import comparable, on_usage_day, script, snapshot
+
+KILLS = int(os.environ.get("CALLSCREEN_TEST_FAULT_KILLS", "4"))
+# Passes of the armed step before the kill: a few folds' work between kills.
+EVERY = 15
+
+
+@pytest.fixture
+async def receiver(tmp_path: Path) -> AsyncIterator[tuple[Receiver, Path]]:
+    authority = trustme.CA()
+    ca_file = tmp_path / "ca.pem"
+    authority.cert_pem.write_to_path(str(ca_file))
+    async with serving(authority) as hook:
+        yield hook, ca_file
+
+
+def kills_logged(data_dir: Path) -> list[str]:
+    log = data_dir / LOG_NAME
+    return log.read_text().splitlines() if log.exists() else []
+
+
+@pytest.mark.timeout(180 + 12 * KILLS)  # a hang guard: each kill costs a worker restart
+async def test_kills_at_every_step_lose_nothing_and_count_nothing_twice(
+    kafka: str, tmp_path: Path, http: aiohttp.ClientSession, receiver: tuple[Receiver, Path]
+) -> None:
+    hook, ca_file = receiver
+    data_dir = tmp_path / "data"
+    env = {
+        "CALLSCREEN_FAULTS": f"every={EVERY},limit={KILLS}",
+        "CALLSCREEN_EVENTS_PER_MINUTE": "100000",
+        "CALLSCREEN_WEBHOOK_CA_FILE": str(ca_file),
+        "CALLSCREEN_WEBHOOK_ALLOW_PRIVATE": "1",
+        "CALLSCREEN_WEBHOOK_PORTS": "*",
+    }
+    service = start_service(data_dir, kafka, env=env)
+    try:
+        base_url, settings = service.base_url, service.settings
+        account = await create_account(settings, http, base_url)
+        hook_url = {"alert_webhook_url": f"{hook.url}/ok/{account.account_id}"}
+        async with http.patch(f"{base_url}/v1/account", json=hook_url, headers=account.headers) as r:
+            assert r.status == 200
+        appended: list[dict[str, Any]] = []
+        start_times: list[tuple[int, int]] = []
+        received_at = now_ms()
+        for body in script(41, received_at - 20 * 60_000, 40 + 12 * KILLS):
+            sent = now_ms()
+            async with http.post(f"{base_url}/v1/events", json=body, headers=account.headers) as r:
+                # 503 comes only after the append: the event is in the log all the same.
+                assert r.status in (200, 503), (r.status, await r.text())
+            appended.append(body)
+            if body["type"] == "call.started":
+                start_times.append((sent, now_ms()))
+            # Stop between calls once every kill is in: an open call would be ticked by the wall clock.
+            if body["type"] == "call.ended" and len(kills_logged(data_dir)) == KILLS:
+                break
+        deadline = time.monotonic() + 60
+        while len(kills_logged(data_dir)) < KILLS:
+            assert time.monotonic() < deadline, kills_logged(data_dir)
+            await asyncio.sleep(0.2)
+        killed = kills_logged(data_dir)
+        assert Counter(killed) == Counter(POINTS[i % len(POINTS)] for i in range(KILLS))
+        await wait_for_status(http, "GET", f"{base_url}/healthz", 200, timeout_s=60)
+        await settled(settings, timeout_s=90)
+
+        # The call and account views: each call as its events make it, the allowance counted once per start.
+        starts = [b for b in appended if b["type"] == "call.started"]
+        for start in starts:
+            async with http.get(f"{base_url}/v1/calls/{start['call_id']}", headers=account.headers) as r:
+                assert r.status == 200, start["call_id"]
+                call = await r.json()
+            posted = [b for b in appended if b["call_id"] == start["call_id"]]
+            assert call["user_turns"] == sum(1 for b in posted if b["type"] == "turn.started" and b["role"] == "user")
+            assert call["interruptions"] == sum(1 for b in posted if b["type"] == "interruption")
+            assert call["state"] == ("ended" if any(b["type"] == "call.ended" for b in posted) else "open")
+        async with http.get(f"{base_url}/v1/account", headers=account.headers) as r:
+            usage = await r.json()
+        assert usage["scoring"]["used_today"] in on_usage_day(usage, start_times)
+
+        # The decisions topic: every start decided, each under one id however often it was appended.
+        facts = [decode_fact(r.value) for r in await read_topic(settings, settings.topic("decisions"))]
+        decided = {f.call_id: f.id for f in facts if isinstance(f, CallDecided)}
+        assert sorted(decided) == sorted(s["call_id"] for s in starts)
+
+        # The alerts topic, the alert store and the receiver agree with the plain-data pipeline.
+        harness = Harness()
+        for body in appended:
+            harness.post(Account(account.account_id), body, received_at)
+        expected = Counter((a.type, orjson.dumps(a.data).decode()) for a in harness.alerts)
+        logged = [
+            msgspec.json.decode(r.value, type=Alert) for r in await read_topic(settings, settings.topic("alerts"))
+        ]
+        by_id = {a.id: a for a in logged}
+        assert expected, "the traffic should raise alerts"
+        assert Counter((a.type, orjson.dumps(a.data).decode()) for a in by_id.values()) == expected
+        listed = await all_alert_ids(http, base_url, account.headers)
+        assert sorted(listed) == sorted(by_id)
+        deliveries = Counter(orjson.loads(r.body)["id"] for r in hook.received)
+        assert deliveries == Counter(by_id.keys())
+
+        # A rebuild folds the same log into the same answers.
+        callers = sorted({s["from"] for s in starts})[:10]
+        before = [await snapshot(http, base_url, account, callers)]
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "callscreen.cli", "rebuild", "--data-dir", str(data_dir)],
+            capture_output=True,
+            timeout=240,
+            env={**os.environ, **service.env, "CALLSCREEN_FAULTS": ""},
+        )
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+        await wait_for_status(http, "GET", f"{base_url}/healthz", 200, timeout_s=60)
+        await settled(settings, timeout_s=90)
+        after = [await snapshot(http, base_url, account, callers)]
+        assert comparable(after, before) == comparable(before, after)
+    finally:
+        assert service.stop() == 0
+
+
+async def all_alert_ids(http: aiohttp.ClientSession, base_url: str, headers: dict[str, str]) -> list[str]:
+    ids: list[str] = []
+    url = f"{base_url}/v1/alerts?limit=200"
+    while url:
+        async with http.get(url, headers=headers) as r:
+            page = await r.json()
+        ids += [a["id"] for a in page["data"]]
+        url = f"{base_url}/v1/alerts?limit=200&cursor={page['next_cursor']}" if page["next_cursor"] else ""
+    return ids
