@@ -28,6 +28,7 @@ from infra.clock import now_ms
 from infra.follow import TopicFollower
 from infra.kafka import make_consumer, make_producer, partitions
 from infra.metrics import record_lag, serve
+from infra.sealing import Sealer, sealer_for
 from infra.settings import Settings
 
 log = logging.getLogger("callscreen.alerting")
@@ -40,18 +41,23 @@ def envelope_bytes(alert: dict[str, Any]) -> bytes:
     return orjson.dumps({k: alert[k] for k in ENVELOPE})
 
 
-def signing_secrets(account: Account, now: int) -> list[str]:
-    """The current secret, and the previous one while its 24 h overlap lasts."""
-    secrets = [account.signing_secret]
+def signing_secrets(account: Account, now: int, sealer: Sealer) -> list[str]:
+    """The current secret, and the previous one while its 24 h overlap lasts, opened for signing.
+
+    The account view holds them sealed, as the accounts topic does; they are opened per delivery so
+    plaintext lives only as long as one POST.
+    """
+    secrets = [sealer.open(account.signing_secret)]
     until = parse_ms(account.previous_secret_until) if account.previous_secret_until else None
     if account.previous_secret and until is not None and now < until:
-        secrets.append(account.previous_secret)
+        secrets.append(sealer.open(account.previous_secret))
     return secrets
 
 
 class Alerting:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.sealer = sealer_for(settings)
         self.instance = uuid.uuid4().hex[:12]
         self.accounts = AccountsView()
         self.handled: set[str] = set()
@@ -133,7 +139,7 @@ class Alerting:
                 session,
                 url,
                 envelope_bytes(alert),
-                signing_secrets(account, now_ms()),
+                signing_secrets(account, now_ms(), self.sealer),
                 self.settings.webhook_timeout_s,
                 self.settings.webhook_allow_private,
             )

@@ -1,10 +1,15 @@
 """Admin commands: each appends one record to the accounts stream (`domain.commands` makes it) and
-returns what to print."""
+returns what to print.
+
+A new signing secret is shown to its owner here, once, so this process seals it before the record is
+appended, and opens it again for `secret show`: admin commands that touch a signing secret need the
+deployment's secret key (infra/sealing.py); the others never read it.
+"""
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -14,6 +19,7 @@ from domain.accounts import Account, AccountsView, apply, stamp
 from infra.clock import now_ms
 from infra.follow import TopicFollower
 from infra.kafka import make_producer
+from infra.sealing import Sealer, sealer_for
 from infra.settings import Settings
 
 
@@ -22,6 +28,13 @@ class Admin:
     """A connection to the accounts stream: the folded view, and a producer to append to it."""
 
     settings: Settings
+    _sealer: Sealer | None = field(default=None, init=False, repr=False)
+
+    def sealer(self) -> Sealer:
+        """Read when first needed, so commands that touch no signing secret run without the key."""
+        if self._sealer is None:
+            self._sealer = sealer_for(self.settings)
+        return self._sealer
 
     async def __aenter__(self) -> Admin:
         self.view = AccountsView()
@@ -43,7 +56,10 @@ class Admin:
         apply(self.view, record)
 
     async def change(self, change: commands.Change) -> dict[str, Any]:
-        await self.append(change.record)
+        record = change.record
+        if "signing_secret" in record:
+            record = {**record, "signing_secret": self.sealer().seal(record["signing_secret"])}
+        await self.append(record)
         return change.shown
 
     def account(self, account_id: str) -> Account | None:
@@ -68,7 +84,8 @@ class Admin:
         return await self.change(commands.trust(self.account(account_id), action == "add", number))
 
     async def secret_show(self, account_id: str) -> dict[str, Any]:
-        return {"signing_secret": commands.existing(self.account(account_id)).signing_secret}
+        stored = commands.existing(self.account(account_id)).signing_secret
+        return {"signing_secret": self.sealer().open(stored)}
 
     async def secret_rotate(self, account_id: str) -> dict[str, Any]:
         return await self.change(commands.rotate_secret(self.account(account_id), now_ms()))

@@ -16,6 +16,7 @@ from callscreen.admin import Admin
 from callscreen.broker import recorded_broker
 from domain.commands import Refused
 from infra import logs
+from infra.sealing import SecretKeyProblem
 from infra.settings import Settings, load_settings
 
 
@@ -179,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
         result = asyncio.run(run_admin(settings, admin_call(args)))
     except Refused as exc:
         sys.stderr.write(orjson.dumps({"error": str(exc)}).decode() + "\n")
+        return 1
+    except SecretKeyProblem as exc:
+        sys.stderr.write(orjson.dumps({"error": "secret_key", "detail": str(exc)}).decode() + "\n")
         return 1
     except Exception as exc:
         sys.stderr.write(orjson.dumps({"error": "unavailable", "detail": str(exc)}).decode() + "\n")

@@ -20,6 +20,7 @@ from callscreen.admin import Admin
 from callscreen.broker import StartedBroker, broker_to_start, forget_broker, record_broker
 from callscreen.localkafka import BrokerUnavailable, die_with_this_process
 from infra.kafka import BrokerUnreachable, TopicProblem, ensure_topics
+from infra.sealing import SecretKeyProblem, ensure_key, key_file, sealer_for
 from infra.settings import Settings, to_env
 from ingest.app import init_app
 from ingest.service import EDGE
@@ -27,6 +28,7 @@ from ingest.service import EDGE
 log = logging.getLogger("callscreen.run")
 
 STOP_GRACE_S = 6.0
+SECRET_KEY_ENV = ("CALLSCREEN_SECRET_KEY", "CALLSCREEN_SECRET_KEY_FILE")
 Children = list[tuple[str, int, subprocess.Popen[bytes]]]
 
 
@@ -38,6 +40,10 @@ def start_child(settings: Settings, role: str, index: int = 0) -> subprocess.Pop
     """
     port = settings.metrics_port and settings.metrics_port + (index if role == "worker" else settings.workers)
     env = {**os.environ, **to_env(settings.with_overrides(worker_index=index, role=role, metrics_port=port))}
+    if role != "alerting":
+        # Only the alerting role opens signing secrets; a worker is given no way to.
+        for name in SECRET_KEY_ENV:
+            env.pop(name, None)
     command = [sys.executable, "-m", "callscreen.cli", "run", "--role", role, "--data-dir", settings.data_dir]
     # The ready line and the demo key own stdout; a child's console output goes to stderr.
     return subprocess.Popen(command, env=env, stdout=sys.stderr, preexec_fn=die_with_this_process(signal.SIGKILL))
@@ -105,8 +111,13 @@ async def serve_edge(settings: Settings, stop: asyncio.Event, demo: bool) -> Non
 
 
 async def print_demo(settings: Settings) -> None:
-    async with Admin(settings) as admin:
-        created = await admin.account_create("guard", "demo")
+    try:
+        async with Admin(settings) as admin:
+            created = await admin.account_create("guard", "demo")
+    except SecretKeyProblem as exc:
+        # `--role edge --demo` holds no key unless given one: the edge itself never needs it.
+        print(f"no demo account: {exc}", file=sys.stderr, flush=True)
+        return
     base = f"http://{settings.host}:{settings.port}"
     print(f"demo account {created['account_id']} (guard plan), key: {created['key']}", flush=True)
     print(
@@ -124,6 +135,18 @@ def refuse(reason: str) -> int:
 
 def run(settings: Settings, demo: bool = False) -> int:
     """Run the roles asked for until SIGINT or SIGTERM; returns the exit code."""
+    if settings.role in ("all", "alerting"):
+        # These hold the secret key: the alerting role opens secrets to sign; `all` makes the key for its
+        # alerting child and seals the demo account's secret.
+        try:
+            made = ensure_key(settings)
+            sealer_for(settings)
+        except SecretKeyProblem as exc:
+            return refuse(str(exc))
+        if made is not None:
+            log.info("made a secret key for signing secrets at rest", extra={"path": str(made)})
+        # The alerting child is told where the key is, never given its text unless the deployment did so.
+        settings = settings.with_overrides(secret_key_file=str(key_file(settings)))
     if settings.role in ("worker", "alerting"):
         try:
             asyncio.run(ensure_topics(settings))

@@ -2,7 +2,8 @@
 accounts topic, and what to show the person. Refusals raise `Refused` with the code to print.
 
 Credentials are made here and shown once; the record carries only their digests (docs/api.md,
-Credentials), except the signing secret, which the alerting role needs.
+Credentials), except the signing secret, which the alerting role needs back: it leaves here in plain
+text, and the process that appends the record seals it first (README, Secrets at rest).
 """
 
 from __future__ import annotations

@@ -92,6 +92,12 @@ class Settings:
     webhook_concurrency: int = 32
     # Fault injection for the kill tests (processors/faults.py): "every=N,limit=M"; empty in production.
     faults: str = ""
+    # The deployment key that seals webhook signing secrets on the accounts topic (infra/sealing.py):
+    # Fernet keys, comma-separated, the first sealing; else the file's, one a line (default
+    # <data_dir>/secret.key, which `callscreen run` makes). Only the processes that seal or open a secret
+    # get it (README, Secrets at rest); never in a repr, so never in a log line.
+    secret_key: str = field(default="", repr=False)
+    secret_key_file: str = ""
     rules: Rules = field(default_factory=Rules)
 
     @property

@@ -7,6 +7,7 @@ compose plugin is installed; this one needs only the files.
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +39,72 @@ def test_compose_runs_every_role_against_kafka_in_kraft_mode() -> None:
     assert commands["worker-1"] == commands["worker-2"] == ["run", "--role", "worker"]
     assert commands["edge"] == ["run", "--role", "edge"]
     assert commands["alerting"] == ["run", "--role", "alerting"]
-    assert services["kafka"]["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"
+    assert "process.roles=broker,controller" in (ROOT / "deploy" / "kafka" / "server.properties").read_text()
     assert {"topics", "prometheus"} <= set(services)
     assert roles_env()["CALLSCREEN_BROKER"] == "kafka://kafka:9092"
-    for name in ("worker-1", "worker-2", "edge", "alerting"):
-        assert services[name]["env_file"] == "deploy/roles.env"
+    for name in ("worker-1", "worker-2", "edge", "alerting", "operator"):
+        assert services[name]["env_file"][0] == "deploy/roles.env"
         assert services[name]["depends_on"]["topics"]["condition"] == "service_completed_successfully"
+
+
+def principal(path: str) -> str:
+    lines = (ROOT / path).read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))[
+        "CALLSCREEN_KAFKA_SASL_USERNAME"
+    ]
+
+
+def granted(user: str) -> list[tuple[str, set[str]]]:
+    """(operation, topics) of each `allow USER` line of deploy/kafka-acls.sh; a prefixed topic ends in `*`."""
+    script = (ROOT / "deploy" / "kafka-acls.sh").read_text().replace("\\\n", " ")
+    found = []
+    for line in script.splitlines():
+        words = line.replace('"', "").replace("$p", "callscreen").split()
+        if words[:2] != ["allow", user]:
+            continue
+        star = "*" if "prefixed" in words else ""
+        pairs = list(pairwise(words))
+        topics = {value + star for flag, value in pairs if flag == "--topic"}
+        found += [(value, topics) for flag, value in pairs if flag == "--operation"]
+    return found
+
+
+def topics_for(user: str, operation: str) -> set[str]:
+    return {t for op, topics in granted(user) if op == operation for t in topics}
+
+
+def test_every_role_logs_in_as_its_own_principal_on_sasl_only() -> None:
+    services = compose()["services"]
+    users = {name: principal(services[name]["env_file"][1]) for name in ("worker-1", "edge", "alerting", "operator")}
+    assert users == {"worker-1": "worker", "edge": "edge", "alerting": "alerting", "operator": "operator"}
+    assert principal(services["topics"]["env_file"]) == "admin"
+    assert roles_env()["CALLSCREEN_KAFKA_SECURITY_PROTOCOL"] == "SASL_PLAINTEXT"
+    assert roles_env()["CALLSCREEN_KAFKA_SASL_MECHANISM"] == "SCRAM-SHA-512"
+    lines = (ROOT / "deploy" / "kafka" / "server.properties").read_text().splitlines()
+    broker = dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+    assert broker["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    assert broker["allow.everyone.if.no.acl.found"] == "false"
+    assert broker["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    # The only listener off the container's loopback is the SASL one.
+    listeners = broker["listeners"].split(",")
+    assert [name for name in listeners if "127.0.0.1" not in name] == ["SASL://:9092"]
+    assert "SASL:SASL_PLAINTEXT" in broker["listener.security.protocol.map"]
+
+
+def test_the_edge_writes_only_event_topics_and_analysts_read_only_alerts() -> None:
+    assert topics_for("edge", "Write") == {
+        "callscreen.events",
+        "callscreen.queries",
+        "callscreen.accounts",
+        "callscreen.status",
+    }
+    assert topics_for("edge", "Read") == {"callscreen.accounts", "callscreen.replies", "callscreen.status"}
+    assert topics_for("analyst", "Read") == {"callscreen.alerts"}
+    assert topics_for("analyst", "Describe") == {"callscreen.alerts"}
+    assert {op for op, _ in granted("analyst")} == {"Read", "Describe"}
+    script = (ROOT / "deploy" / "kafka-acls.sh").read_text()
+    assert "analyst" not in next(line for line in script.splitlines() if line.startswith("for user in"))
+    assert "callscreen.accounts" not in topics_for("worker", "Write") | topics_for("alerting", "Write")
 
 
 def test_topic_script_creates_every_topic_the_service_needs() -> None:

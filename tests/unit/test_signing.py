@@ -5,9 +5,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 
+from cryptography.fernet import Fernet
+
 from alerting.service import envelope_bytes, signing_secrets
 from alerting.signing import parse_header, signature_header, verify
 from domain.accounts import Account
+from infra.sealing import Sealer
 
 BODY = b'{"id":"alrt_x","type":"call.suspicious"}'
 SECRET = "whsec_" + "a" * 32
@@ -39,17 +42,19 @@ def test_verify_checks_bytes_secret_and_tolerance() -> None:
 
 
 def test_previous_secret_signs_only_during_its_overlap() -> None:
+    sealer = Sealer([Fernet.generate_key().decode()])
     account = Account(
         "acct_x",
         "",
         "guard",
         "",
-        signing_secret="new",
+        signing_secret=sealer.seal("new"),
+        # Sealed and plain secrets sign alike: a rotation may follow a secret written before sealing.
         previous_secret="old",
         previous_secret_until="2026-01-02T00:00:00.000Z",
     )
-    assert signing_secrets(account, 1767225600000) == ["new", "old"]
-    assert signing_secrets(account, 1767312000000) == ["new"]
+    assert signing_secrets(account, 1767225600000, sealer) == ["new", "old"]
+    assert signing_secrets(account, 1767312000000, sealer) == ["new"]
 
 
 def test_the_body_is_the_envelope_only() -> None:
