@@ -20,8 +20,9 @@ import orjson
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
-from alerting.delivery import deliver, tls_context
+from alerting.delivery import Policy, deliver, tls_context
 from alerting.metrics import AlertingMetrics, outcome_label
+from alerting.resolver import PublicResolver
 from domain.accounts import Account, AccountsView, apply
 from domain.times import parse_ms
 from infra.clock import now_ms
@@ -58,6 +59,7 @@ class Alerting:
         self.accounts_follower = TopicFollower(settings, settings.topic("accounts"), lambda r: apply(self.accounts, r))
         self.deliveries_follower = TopicFollower(settings, settings.topic("deliveries"), self._fold_delivery)
         self.producer = make_producer(settings)
+        self.policy = Policy(settings.webhook_timeout_s, settings.webhook_ports, settings.webhook_allow_private)
         self.slots = asyncio.Semaphore(settings.webhook_concurrency)
         self.tasks: set[asyncio.Task[None]] = set()
         self.consumer: AIOKafkaConsumer | None = None
@@ -74,7 +76,8 @@ class Alerting:
         await self.deliveries_follower.start()
         await self.accounts_follower.caught_up()
         await self.deliveries_follower.caught_up()
-        connector = aiohttp.TCPConnector(ssl=tls_context(self.settings.webhook_ca_file), limit=0)
+        resolver = PublicResolver(self.settings.webhook_dns_timeout_s, self.settings.webhook_allow_private)
+        connector = aiohttp.TCPConnector(ssl=tls_context(self.settings.webhook_ca_file), limit=0, resolver=resolver)
         consumer = make_consumer(self.settings, follower=True)
         await consumer.start()
         await self.offsets.start()
@@ -130,12 +133,7 @@ class Alerting:
         try:
             url = account.alert_webhook_url or ""
             outcome = await deliver(
-                session,
-                url,
-                envelope_bytes(alert),
-                signing_secrets(account, now_ms()),
-                self.settings.webhook_timeout_s,
-                self.settings.webhook_allow_private,
+                session, url, envelope_bytes(alert), signing_secrets(account, now_ms()), self.policy
             )
             self.metrics.deliveries.labels(outcome_label(outcome.delivered, outcome.status, outcome.error)).inc()
             self.metrics.delivery_seconds.observe(outcome.duration_ms / 1000)

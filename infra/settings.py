@@ -89,6 +89,10 @@ class Settings:
     webhook_timeout_s: float = 8.0
     webhook_ca_file: str = ""
     webhook_allow_private: bool = False
+    # Ports a webhook URL may name, comma-separated; "*" allows any (checked on PATCH and at delivery).
+    webhook_ports: str = "443,8443"
+    # The longest a webhook host's DNS lookup may take before the delivery gives up with `timeout`.
+    webhook_dns_timeout_s: float = 2.0
     webhook_concurrency: int = 32
     rules: Rules = field(default_factory=Rules)
 
