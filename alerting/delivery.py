@@ -1,8 +1,13 @@
-"""One webhook delivery: sign, POST once with a time-out, and describe the outcome."""
+"""One webhook delivery: sign, POST once with a time-out, and describe the outcome.
+
+The outcome's `error` is coarse on purpose (docs/api.md, Alert delivery): `timeout`, `refused`, `tls`, or
+`status_<code>` for an answer outside 2xx. A refused port, a private address, a name that does not
+resolve and a closed port all read `refused`, so an account cannot use its webhook to map a network.
+"""
 
 from __future__ import annotations
 
-import asyncio
+import ipaddress
 import ssl
 import time
 from dataclasses import dataclass
@@ -11,7 +16,11 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from alerting.signing import signature_header
-from infra.webhook_url import is_public
+from infra.webhook_url import DEFAULT_PORT, is_public, port_allowed
+
+TIMEOUT = "timeout"
+REFUSED = "refused"
+TLS = "tls"
 
 
 @dataclass(frozen=True)
@@ -22,6 +31,15 @@ class Outcome:
     duration_ms: int
 
 
+@dataclass(frozen=True)
+class Policy:
+    """Where deliveries may go: the deployment's webhook settings."""
+
+    timeout_s: float
+    ports: str
+    allow_private: bool
+
+
 def tls_context(ca_file: str) -> ssl.SSLContext:
     """System trust, plus the deployment's extra CA file when it names one; verification always on."""
     context = ssl.create_default_context()
@@ -30,44 +48,48 @@ def tls_context(ca_file: str) -> ssl.SSLContext:
     return context
 
 
-async def target_is_private(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
+def target_allowed(url: str, policy: Policy) -> bool:
+    """The checks a resolver cannot make: the port, and an IP literal (aiohttp connects to those unresolved)."""
     try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, 443)
-    except OSError:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port or DEFAULT_PORT
+    except ValueError:
         return False
-    return any(not is_public(str(info[4][0])) for info in infos)
+    if parts.scheme != "https" or not host or not port_allowed(port, policy.ports):
+        return False
+    try:
+        literal = ipaddress.ip_address(host)
+    except ValueError:
+        return True
+    return policy.allow_private or is_public(str(literal))
 
 
-async def deliver(
-    session: aiohttp.ClientSession,
-    url: str,
-    body: bytes,
-    secrets: list[str],
-    timeout_s: float,
-    allow_private: bool,
-) -> Outcome:
-    """POST the body exactly as signed; one attempt, no retries."""
+async def deliver(session: aiohttp.ClientSession, url: str, body: bytes, secrets: list[str], policy: Policy) -> Outcome:
+    """POST the body exactly as signed; one attempt, no retries. The session's resolver drops private
+    addresses (alerting.resolver)."""
     started = time.monotonic()
 
     def elapsed() -> int:
         return int((time.monotonic() - started) * 1000)
 
-    if not allow_private and await target_is_private(url):
-        return Outcome(False, None, "private_address", elapsed())
+    if not target_allowed(url, policy):
+        return Outcome(False, None, REFUSED, elapsed())
     headers = {
         "Content-Type": "application/json",
         "X-Service-Signature": signature_header(secrets, int(time.time()), body),
     }
     # aiohttp rounds deadlines of 5 s and more up to the next whole second (its ceil_threshold), which
     # made the 8 s attempt last up to 9 s; the threshold above the timeout keeps the deadline exact.
-    timeout = aiohttp.ClientTimeout(total=timeout_s, ceil_threshold=timeout_s + 1)
+    timeout = aiohttp.ClientTimeout(total=policy.timeout_s, ceil_threshold=policy.timeout_s + 1)
     try:
         async with session.post(url, data=body, headers=headers, timeout=timeout, allow_redirects=False) as response:
-            return Outcome(200 <= response.status < 300, response.status, None, elapsed())
+            if 200 <= response.status < 300:
+                return Outcome(True, response.status, None, elapsed())
+            return Outcome(False, response.status, f"status_{response.status}", elapsed())
     except TimeoutError:
-        return Outcome(False, None, "timeout", elapsed())
+        return Outcome(False, None, TIMEOUT, elapsed())
     except aiohttp.ClientSSLError:
-        return Outcome(False, None, "tls", elapsed())
-    except aiohttp.ClientError:
-        return Outcome(False, None, "connection", elapsed())
+        return Outcome(False, None, TLS, elapsed())
+    except (aiohttp.ClientError, OSError):
+        return Outcome(False, None, REFUSED, elapsed())

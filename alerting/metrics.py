@@ -18,8 +18,8 @@ class AlertingMetrics:
     def __post_init__(self) -> None:
         self.deliveries = Counter(
             "callscreen_deliveries_total",
-            "Alerts handled, by outcome: delivered, an error (status, timeout, connection, tls, "
-            "private_address) or skipped (no webhook URL).",
+            "Alerts handled, by outcome: delivered, an error (status_<code>, timeout, refused, tls), "
+            "skipped (no webhook URL), rate_limited or queue_full.",
             ["outcome"],
             registry=self.registry,
         )

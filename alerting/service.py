@@ -4,6 +4,11 @@ Before a POST it appends a `delivery.attempt` record to the deliveries topic and
 ack; every alert id with any delivery record is never attempted again. A crash between the POST
 and its outcome therefore loses the outcome (the alert stays `delivered.webhook: false`) but never
 delivers twice, and a replay of the alerts topic delivers nothing.
+
+Instances share the alerts partitions in one consumer group (`<topic_prefix>.alerting`) and start from
+its committed offsets, committing only up to the first alert whose first delivery record is not acked
+(alerting.offsets). Deliveries wait in per-account queues served round-robin (domain.fairness) under
+an alert budget per account (domain.alert_budget), so one account's receiver or flood delays no other.
 """
 
 from __future__ import annotations
@@ -13,16 +18,22 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 import orjson
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
-from alerting.delivery import deliver, tls_context
+from alerting.delivery import Policy, deliver, tls_context
 from alerting.metrics import AlertingMetrics, outcome_label
+from alerting.offsets import ReadOffsets
+from alerting.resolver import PublicResolver
 from domain.accounts import Account, AccountsView, apply
+from domain.alert_budget import AlertBudget
+from domain.fairness import FairQueues
 from domain.times import parse_ms
 from infra.clock import now_ms
 from infra.follow import TopicFollower
@@ -54,6 +65,28 @@ def signing_secrets(account: Account, now: int, sealer: Sealer) -> list[str]:
     return secrets
 
 
+@dataclass(frozen=True)
+class Pending:
+    """An alert waiting in its account's queue, and where it was read."""
+
+    partition: TopicPartition
+    offset: int
+    alert: dict[str, Any]
+
+
+class Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Hands the consumer group's partition changes to the alerting role."""
+
+    def __init__(self, alerting: Alerting) -> None:
+        self.alerting = alerting
+
+    async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
+        await self.alerting.release(set(revoked))
+
+    async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        self.alerting.assigned |= set(assigned)
+
+
 class Alerting:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -64,15 +97,38 @@ class Alerting:
         self.accounts_follower = TopicFollower(settings, settings.topic("accounts"), lambda r: apply(self.accounts, r))
         self.deliveries_follower = TopicFollower(settings, settings.topic("deliveries"), self._fold_delivery)
         self.producer = make_producer(settings)
-        self.slots = asyncio.Semaphore(settings.webhook_concurrency)
+        self.policy = Policy(settings.webhook_timeout_s, settings.webhook_ports, settings.webhook_allow_private)
+        self.queues: FairQueues[Pending] = FairQueues(
+            settings.webhook_concurrency, settings.webhook_account_concurrency, settings.webhook_queue_limit
+        )
+        self.budget = AlertBudget(settings.alerts_per_minute)
+        self.reading: ReadOffsets[TopicPartition] = ReadOffsets()
+        # Partitions the group gave this instance, and those of them it reads (after levelling, below).
+        self.assigned: set[TopicPartition] = set()
+        self.owned: set[TopicPartition] = set()
+        # Counts revocations: a batch read across one is dropped (its partitions restart at the commit).
+        self.generation = 0
+        self.committed: dict[TopicPartition, int] = {}
+        # Alerts queued or being delivered here: a copy read again meanwhile (a refold appends one) is not queued.
+        self.queued: set[str] = set()
+        self.wake = asyncio.Event()
         self.tasks: set[asyncio.Task[None]] = set()
+        # Delivery records on their way to the broker; a revocation waits for them before it commits.
+        self.writes: set[asyncio.Task[None]] = set()
+        self.failure: BaseException | None = None
         self.consumer: AIOKafkaConsumer | None = None
-        # Lag is read on a consumer that never fetches, so it never waits out the follower's long poll.
+        # Lag and the deliveries' end offsets are read on a consumer that never fetches, so it never waits
+        # out a follower's long poll.
         self.offsets = make_consumer(settings)
         self.metrics = AlertingMetrics()
 
     def _fold_delivery(self, record: dict[str, Any]) -> None:
-        self.handled.add(str(record.get("alert_id")))
+        alert_id = str(record.get("alert_id"))
+        self.handled.add(alert_id)
+        # Attempts made by any instance, in any run, count against their account's budget.
+        created_at = parse_ms(record.get("created_at"))
+        if record.get("kind") == "delivery.attempt" and created_at is not None:
+            self.budget.note(str(record.get("account_id")), alert_id, created_at)
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.producer.start()
@@ -80,25 +136,44 @@ class Alerting:
         await self.deliveries_follower.start()
         await self.accounts_follower.caught_up()
         await self.deliveries_follower.caught_up()
-        connector = aiohttp.TCPConnector(ssl=tls_context(self.settings.webhook_ca_file), limit=0)
-        consumer = make_consumer(self.settings, follower=True)
-        await consumer.start()
         await self.offsets.start()
-        topic = self.settings.topic("alerts")
-        assigned = await partitions(consumer, topic)
-        consumer.assign(assigned)
-        await consumer.seek_to_beginning(*assigned)
+        resolver = PublicResolver(self.settings.webhook_dns_timeout_s, self.settings.webhook_allow_private)
+        connector = aiohttp.TCPConnector(ssl=tls_context(self.settings.webhook_ca_file), limit=0, resolver=resolver)
+        consumer = make_consumer(self.settings, follower=True, group_id=self.settings.topic("alerting"))
+        await consumer.start()
+        consumer.subscribe([self.settings.topic("alerts")], listener=Rebalance(self))
         self.consumer = consumer
         heartbeat = asyncio.create_task(self._heartbeat(stop))
         try:
             async with aiohttp.ClientSession(connector=connector) as session:
-                while not stop.is_set():
-                    batches = await consumer.getmany(timeout_ms=200)
-                    for messages in batches.values():
-                        for message in messages:
-                            await self._handle(session, orjson.loads(message.value))
+                dispatcher = asyncio.create_task(self._dispatch(session))
+                try:
+                    while not stop.is_set():
+                        batches = await consumer.getmany(timeout_ms=200)
+                        generation = self.generation
+                        fresh = (set(batches) | self.assigned) - self.owned
+                        if fresh:
+                            await self._level()
+                            if generation != self.generation:
+                                continue
+                            self.owned |= fresh
+                        for partition, messages in batches.items():
+                            for message in messages:
+                                self._take(partition, message.offset, orjson.loads(message.value))
+                        if self.failure is not None:
+                            raise self.failure
+                        await self._commit(self.owned)
+                finally:
+                    dispatcher.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await dispatcher
+                # What is still queued stays uncommitted: the next owner of its partition delivers it.
+                self.queued -= {p.alert["id"] for p in self.queues.drop(lambda _: True)}
                 if self.tasks:
                     await asyncio.wait(self.tasks, timeout=self.settings.webhook_timeout_s)
+                if self.writes:
+                    await asyncio.wait(self.writes)
+                await self._commit(self.owned)
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -109,6 +184,51 @@ class Alerting:
             await self.accounts_follower.stop()
             await self.producer.stop()
 
+    def _take(self, partition: TopicPartition, offset: int, alert: dict[str, Any]) -> None:
+        """Decide what becomes of one alert read: nothing (already handled), skipped, or queued."""
+        if partition not in self.owned:
+            return
+        self.reading.read(partition, offset)
+        alert_id, account_id = alert["id"], alert["account_id"]
+        if alert_id in self.handled or alert_id in self.queued:
+            self.reading.settle(partition, offset)
+            return
+        account = self.accounts.accounts.get(account_id)
+        if account is None or not account.alert_webhook_url:
+            self._skip(partition, offset, alert, "no_webhook_url", "skipped")
+        elif not self.queues.room(account_id):
+            self._skip(partition, offset, alert, "queue_full", "queue_full")
+        elif not self.budget.admit(account_id, alert_id, parse_ms(alert["created_at"]) or 0):
+            self._skip(partition, offset, alert, "rate_limited", "rate_limited")
+        else:
+            self.queues.offer(account_id, Pending(partition, offset, alert))
+            self.queued.add(alert_id)
+            self.wake.set()
+
+    def _skip(self, partition: TopicPartition, offset: int, alert: dict[str, Any], reason: str, label: str) -> None:
+        record = {"alert_id": alert["id"], "account_id": alert["account_id"], "kind": "delivery.skipped"}
+        self._write(partition, offset, {**record, "reason": reason})
+        self.metrics.deliveries.labels(label).inc()
+
+    def _write(self, partition: TopicPartition, offset: int, record: dict[str, Any]) -> asyncio.Task[None]:
+        """Append an alert's first delivery record; its offset is settled once the broker acknowledges it."""
+        self.handled.add(record["alert_id"])
+        task = asyncio.create_task(self._record(record))
+        self.writes.add(task)
+
+        def written(done: asyncio.Task[None]) -> None:
+            self.writes.discard(done)
+            if done.cancelled():
+                return
+            if (error := done.exception()) is not None:
+                # At most once needs the record before anything else happens to the alert: stop the role.
+                self.failure = self.failure or error
+                return
+            self.reading.settle(partition, offset)
+
+        task.add_done_callback(written)
+        return task
+
     async def _record(self, record: dict[str, Any]) -> None:
         stamped = {"at": now_ms(), **record}
         await self.producer.send_and_wait(
@@ -116,32 +236,38 @@ class Alerting:
         )
         self.handled.add(record["alert_id"])
 
-    async def _handle(self, session: aiohttp.ClientSession, alert: dict[str, Any]) -> None:
-        alert_id = alert["id"]
-        if alert_id in self.handled:
-            return
-        account = self.accounts.accounts.get(alert["account_id"])
-        base = {"alert_id": alert_id, "account_id": alert["account_id"]}
-        if account is None or not account.alert_webhook_url:
-            await self._record({**base, "kind": "delivery.skipped", "reason": "no_webhook_url"})
-            self.metrics.deliveries.labels("skipped").inc()
-            return
-        await self._record({**base, "kind": "delivery.attempt"})
-        await self.slots.acquire()
-        task = asyncio.create_task(self._deliver(session, account, alert))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+    async def _dispatch(self, session: aiohttp.ClientSession) -> None:
+        """Start deliveries as the fair queues allow, round-robin across accounts."""
+        while True:
+            picked = self.queues.next()
+            if picked is None:
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            account_id, pending = picked
+            task = asyncio.create_task(self._deliver(session, account_id, pending))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
 
-    async def _deliver(self, session: aiohttp.ClientSession, account: Account, alert: dict[str, Any]) -> None:
+    async def _deliver(self, session: aiohttp.ClientSession, account_id: str, pending: Pending) -> None:
+        alert = pending.alert
         try:
-            url = account.alert_webhook_url or ""
+            if pending.partition not in self.owned:
+                return  # revoked while it waited: the partition's next owner reads it again
+            account = self.accounts.accounts.get(account_id)
+            url = account.alert_webhook_url if account is not None else None
+            base = {"alert_id": alert["id"], "account_id": account_id}
+            if account is None or not url:
+                await self._write(
+                    pending.partition, pending.offset, {**base, "kind": "delivery.skipped", "reason": "no_webhook_url"}
+                )
+                self.metrics.deliveries.labels("skipped").inc()
+                return
+            # The alert's created_at rides on the attempt so every instance's budget can count it.
+            attempt = {**base, "kind": "delivery.attempt", "created_at": alert["created_at"]}
+            await self._write(pending.partition, pending.offset, attempt)
             outcome = await deliver(
-                session,
-                url,
-                envelope_bytes(alert),
-                signing_secrets(account, now_ms(), self.sealer),
-                self.settings.webhook_timeout_s,
-                self.settings.webhook_allow_private,
+                session, url, envelope_bytes(alert), signing_secrets(account, now_ms(), self.sealer), self.policy
             )
             self.metrics.deliveries.labels(outcome_label(outcome.delivered, outcome.status, outcome.error)).inc()
             self.metrics.delivery_seconds.observe(outcome.duration_ms / 1000)
@@ -157,8 +283,7 @@ class Alerting:
             )
             await self._record(
                 {
-                    "alert_id": alert["id"],
-                    "account_id": alert["account_id"],
+                    **base,
                     "kind": "delivery.outcome",
                     "delivered": outcome.delivered,
                     "status": outcome.status,
@@ -167,14 +292,62 @@ class Alerting:
                 }
             )
         finally:
-            self.slots.release()
+            self.queues.done(account_id)
+            self.queued.discard(alert["id"])
+            self.wake.set()
+
+    async def release(self, revoked: set[TopicPartition]) -> None:
+        """Partitions taken away: drop their queued alerts, wait for their records' acks, commit, forget."""
+        self.generation += 1
+        self.assigned -= revoked
+        self.owned -= revoked
+        dropped = self.queues.drop(lambda pending: pending.partition in revoked)
+        self.queued -= {pending.alert["id"] for pending in dropped}
+        if self.writes:
+            await asyncio.wait(set(self.writes))
+        await self._commit(revoked)
+        self.reading.forget(revoked)
+        for partition in revoked:
+            self.committed.pop(partition, None)
+
+    async def _level(self) -> None:
+        """Before reading newly given partitions, fold every delivery record already acked (the previous
+        owner's included, acked before it let go), so no alert it attempted is attempted again here."""
+        topic = self.settings.topic("deliveries")
+        ends = await self.offsets.end_offsets(await partitions(self.offsets, topic))
+        await self.deliveries_follower.reached(ends)
+
+    async def _commit(self, which: set[TopicPartition]) -> None:
+        if self.consumer is None:
+            return
+        offsets = {}
+        for partition in which:
+            at = self.reading.committable(partition)
+            if at is not None and self.committed.get(partition) != at:
+                offsets[partition] = at
+        if not offsets:
+            return
+        try:
+            await self.consumer.commit(offsets)
+        except KafkaError as exc:
+            # The next commit covers these offsets; a rebalance makes the next owner re-read, never re-deliver.
+            log.warning("alerts offsets not committed", extra={"error": type(exc).__name__})
+            return
+        self.committed.update(offsets)
 
     async def _heartbeat(self, stop: asyncio.Event) -> None:
-        """Progress for operators (and tests): how far into each alerts partition this instance has read."""
+        """Progress for operators (and tests): how far into each alerts partition this instance has handled
+        every alert (its delivery record acked), for the partitions it holds."""
         while not stop.is_set():
             positions = {}
             if self.consumer is not None:
-                positions = {tp: await self.consumer.position(tp) for tp in self.consumer.assignment()}
+                for partition in list(self.owned):
+                    at = self.reading.committable(partition)
+                    if at is None:
+                        with contextlib.suppress(KafkaError):
+                            at = await self.consumer.position(partition)
+                    if at is not None:
+                        positions[partition] = at
                 await record_lag(self.metrics.lag, "alerting", self.offsets, positions)
             record = {
                 "kind": "alerting.heartbeat",

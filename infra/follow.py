@@ -27,6 +27,8 @@ class TopicFollower:
         self.consumer: AIOKafkaConsumer | None = None
         self._task: asyncio.Task[None] | None = None
         self._targets: dict[TopicPartition, int] = {}
+        # The offset after the last record applied, per partition.
+        self.applied: dict[TopicPartition, int] = {}
         self._caught_up = asyncio.Event()
 
     async def start(self) -> None:
@@ -45,6 +47,12 @@ class TopicFollower:
         """Returns once every record that existed when the follower started has been applied."""
         await self._caught_up.wait()
 
+    async def reached(self, ends: dict[TopicPartition, int], poll_s: float = 0.01) -> None:
+        """Returns once every record below `ends` (offsets read elsewhere, e.g. on a consumer that never
+        fetches) has been applied."""
+        while any(self.applied.get(tp, 0) < end for tp, end in ends.items() if end > 0):
+            await asyncio.sleep(poll_s)
+
     async def _run(self, consumer: AIOKafkaConsumer) -> None:
         while True:
             batches = await consumer.getmany(timeout_ms=500)
@@ -54,6 +62,8 @@ class TopicFollower:
                         self.fold(orjson.loads(message.value))
                     except Exception:
                         log.exception("skipped a record that does not fold", extra={"topic": self.topic})
+                if messages:
+                    self.applied[tp] = messages[-1].offset + 1
                 target = self._targets.get(tp)
                 if target is not None and messages and messages[-1].offset + 1 >= target:
                     del self._targets[tp]

@@ -89,7 +89,17 @@ class Settings:
     webhook_timeout_s: float = 8.0
     webhook_ca_file: str = ""
     webhook_allow_private: bool = False
+    # Ports a webhook URL may name, comma-separated; "*" allows any (checked on PATCH and at delivery).
+    webhook_ports: str = "443,8443"
+    # The longest a webhook host's DNS lookup may take before the delivery gives up with `timeout`.
+    webhook_dns_timeout_s: float = 2.0
+    # POSTs in flight at once: overall, and per account, so one account's slow receiver cannot take them all.
     webhook_concurrency: int = 32
+    webhook_account_concurrency: int = 4
+    # Alerts one account may have waiting for a slot; past it an alert is skipped (`queue_full`).
+    webhook_queue_limit: int = 1000
+    # Alerts one account may have delivered per minute of their `created_at`; past it `rate_limited`.
+    alerts_per_minute: int = 60
     # Fault injection for the kill tests (processors/faults.py): "every=N,limit=M"; empty in production.
     faults: str = ""
     # The deployment key that seals webhook signing secrets on the accounts topic (infra/sealing.py):

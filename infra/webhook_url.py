@@ -1,4 +1,5 @@
-"""Which alert webhook URLs an account may set: https, and public unless the deployment allows private."""
+"""Which alert webhook URLs an account may set (docs/api.md, Alert delivery): https, an allowed port, and
+public addresses unless the deployment allows private ones."""
 
 from __future__ import annotations
 
@@ -7,13 +8,61 @@ import ipaddress
 import socket
 from urllib.parse import urlsplit
 
+ANY_PORT = "*"
+DEFAULT_PORT = 443
+# IPv6 ranges that carry an IPv4 address: a connection to them reaches that IPv4 host, so they are only as
+# public as the address inside (RFC 6052 NAT64, RFC 8215 local-use NAT64, RFC 3056 6to4, RFC 4380 Teredo).
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+# Where RFC 6052 places the IPv4 address for each prefix length a local-use NAT64 network may choose.
+NAT64_LOCAL_PREFIXES = (48, 56, 64, 96)
+
+
+def _rfc6052_ipv4(ip: ipaddress.IPv6Address, prefix: int) -> ipaddress.IPv4Address:
+    """The IPv4 address RFC 6052 embeds after a `prefix`-bit NAT64 prefix (bits 64-71 are always skipped)."""
+    value = int(ip)
+    without_u = (value >> 64 << 56) | (value & ((1 << 56) - 1))  # 120 bits: bits 64-71 removed
+    start = prefix if prefix <= 64 else prefix - 8
+    return ipaddress.IPv4Address((without_u >> (120 - start - 32)) & 0xFFFFFFFF)
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """Every IPv4 address a connection to `ip` may reach instead of `ip` itself; empty for plain IPv6."""
+    if ip.ipv4_mapped is not None:
+        return [ip.ipv4_mapped]
+    if ip in NAT64:
+        return [_rfc6052_ipv4(ip, 96)]
+    if ip in NAT64_LOCAL:
+        # The operator picks the prefix length, which the address does not tell: every reading must pass.
+        return [_rfc6052_ipv4(ip, prefix) for prefix in NAT64_LOCAL_PREFIXES]
+    if ip.sixtofour is not None:
+        return [ip.sixtofour]
+    if ip.teredo is not None:
+        return list(ip.teredo)
+    if ip in IPV4_COMPATIBLE and int(ip) > 1:
+        return [ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)]
+    return []
+
 
 def is_public(address: str) -> bool:
+    """True for a globally routable unicast address, seeing through IPv6 forms that carry an IPv4 one."""
     ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address):
+        inside = embedded_ipv4(ip)
+        if inside:
+            return all(v4.is_global and not v4.is_multicast for v4 in inside)
     return ip.is_global and not ip.is_multicast
 
 
-async def refusal(url: object, allow_private: bool) -> str | None:
+def port_allowed(port: int, allowed: str) -> bool:
+    """Whether `port` is in the deployment's `webhook_ports` list ("443,8443"; "*" allows any)."""
+    if allowed.strip() == ANY_PORT:
+        return True
+    return port in {int(p) for p in allowed.split(",") if p.strip()}
+
+
+async def refusal(url: object, allow_private: bool, ports: str, dns_timeout_s: float) -> str | None:
     """Why the URL is refused, or None when it is acceptable."""
     if not isinstance(url, str) or len(url) > 2048:
         return "not_a_url"
@@ -22,16 +71,19 @@ async def refusal(url: object, allow_private: bool) -> str | None:
         return "not_https"
     try:
         host = parts.hostname
-        port = parts.port or 443
+        port = parts.port or DEFAULT_PORT
     except ValueError:
         return "not_a_url"
     if not host or parts.username or parts.password:
         return "not_a_url"
+    if not port_allowed(port, ports):
+        return "port_not_allowed"
     if allow_private:
         return None
+    lookup = asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError):
+        infos = await asyncio.wait_for(lookup, dns_timeout_s)
+    except (OSError, UnicodeError, TimeoutError):
         return "unresolvable"
     addresses = {str(info[4][0]) for info in infos}
     if not addresses or not all(is_public(a) for a in addresses):

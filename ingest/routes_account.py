@@ -51,7 +51,10 @@ async def patch_account(request: web.Request) -> web.Response:
     if "alert_webhook_url" in body:
         url = body["alert_webhook_url"]
         if url is not None:
-            why = await webhook_url.refusal(url, edge.settings.webhook_allow_private)
+            settings = edge.settings
+            why = await webhook_url.refusal(
+                url, settings.webhook_allow_private, settings.webhook_ports, settings.webhook_dns_timeout_s
+            )
             if why is not None:
                 raise ApiError(400, "invalid_webhook_url", reason=why)
         record = stamp({"kind": "webhook.set", "account_id": account.id, "alert_webhook_url": url}, now_ms())

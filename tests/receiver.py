@@ -13,6 +13,9 @@ import orjson
 import trustme
 from aiohttp import web
 
+# As long as the service waits for an answer (its 8 s time-out).
+HANG_S = 8.0
+
 
 @dataclass
 class Received:
@@ -24,7 +27,8 @@ class Received:
 
 @dataclass
 class Receiver:
-    """Answers 204; `/slow/…` after 10 s, `/hold/…` once released."""
+    """Answers 204; `/slow/…` after 10 s, `/hang/…` after 8 s, `/hold/…` once released, `/status/<code>/…`
+    with that status."""
 
     url: str = ""
     received: list[Received] = field(default_factory=list)
@@ -36,8 +40,12 @@ class Receiver:
         self.arrived.set()
         if request.path.startswith("/slow"):
             await asyncio.sleep(10)
+        if request.path.startswith("/hang"):
+            await asyncio.sleep(HANG_S)
         if request.path.startswith("/hold"):
             await self.release.wait()
+        if request.path.startswith("/status/"):
+            return web.Response(status=int(request.path.split("/")[2]))
         return web.Response(status=204)
 
     def for_alert(self, alert_id: str) -> list[Received]:

@@ -93,6 +93,8 @@ async def test_stop_and_crash_keep_every_answer_key_alert_and_delivery(
     env = {
         "CALLSCREEN_WEBHOOK_CA_FILE": str(ca[1]),
         "CALLSCREEN_WEBHOOK_ALLOW_PRIVATE": "1",
+        # The receiver listens on a random loopback port.
+        "CALLSCREEN_WEBHOOK_PORTS": "*",
         # A few hundred calls with their turns, posted as fast as they answer.
         "CALLSCREEN_EVENTS_PER_MINUTE": "100000",
     }

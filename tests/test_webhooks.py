@@ -44,6 +44,8 @@ def hook_service(
     env = {
         "CALLSCREEN_WEBHOOK_CA_FILE": str(certificates[1]),
         "CALLSCREEN_WEBHOOK_ALLOW_PRIVATE": "1",
+        # The receiver listens on a random loopback port.
+        "CALLSCREEN_WEBHOOK_PORTS": "*",
         # The worker exports on this port, the alerting role on the next.
         "CALLSCREEN_METRICS_PORT": str(free_port()),
     }
