@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -153,6 +154,9 @@ def run(settings: Settings, demo: bool = False) -> int:
         except (TopicProblem, BrokerUnreachable) as exc:
             return refuse(str(exc))
         return run_role(settings)
+    if settings.role == "all" and not settings.reply_token:
+        # The workers it starts answer its edge directly, proving themselves with this run's own token.
+        settings = settings.with_overrides(reply_token=secrets.token_hex(16))
     data_dir = Path(settings.data_dir)
     broker = broker_to_start(settings)
     if broker is not None:

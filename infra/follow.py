@@ -43,6 +43,10 @@ class TopicFollower:
             self._caught_up.set()
         self._task = asyncio.create_task(self._run(consumer), name=f"follow {self.topic}")
 
+    def alive(self) -> bool:
+        """False once the follower's task has ended (a fatal consumer error): its view is frozen."""
+        return self._task is not None and not self._task.done()
+
     async def caught_up(self) -> None:
         """Returns once every record that existed when the follower started has been applied."""
         await self._caught_up.wait()

@@ -65,6 +65,11 @@ class Settings:
     # machine's name when `host` is a wildcard).
     direct_replies: bool = True
     reply_host: str = ""
+    # The reply listener binds here: loopback or a private address only (default: `host` when it is one,
+    # else 127.0.0.1). Workers prove themselves with the shared `reply_token` (`callscreen run` makes
+    # one); without a token answers take the replies topic.
+    reply_bind: str = ""
+    reply_token: str = field(default="", repr=False)
     topic_prefix: str = "callscreen"
     app_id: str = "callscreen-worker"
     log_level: str = "INFO"
@@ -74,6 +79,8 @@ class Settings:
     # Prometheus port of a worker or alerting process (0: none). Under `callscreen run` worker N takes
     # metrics_port + N and the alerting role metrics_port + workers; the edge serves /metrics on `port`.
     metrics_port: int = 0
+    # The edge's /metrics on a port of its own (0: on the API port, beside the API).
+    edge_metrics_port: int = 0
     # Answer path.
     answer_deadline_s: float = 2.0
     # The longest a broker holds a fetch that finds nothing new; one that finds a record returns at once.

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
+from prometheus_client import start_http_server
 
 from domain.validation import InputError
 from infra.settings import Settings
@@ -19,6 +21,7 @@ from ingest.service import EDGE, Edge
 
 log = logging.getLogger("callscreen.edge")
 
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -27,11 +30,17 @@ def route_name(request: web.Request) -> str:
     return resource.canonical if resource is not None else "unmatched"
 
 
+def request_id_of(request: web.Request) -> str:
+    """The caller's X-Request-Id when it is short and plain (it reaches log lines), else a fresh one."""
+    given = request.headers.get("X-Request-Id", "")
+    return given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+
+
 @web.middleware
 async def errors_and_metrics(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every failure as JSON, every request counted and timed, one log line with a request id."""
     started = time.perf_counter()
-    request_id = request.headers.get("X-Request-Id") or uuid.uuid4().hex
+    request_id = request_id_of(request)
     try:
         response = await handler(request)
     except ApiError as exc:
@@ -85,7 +94,17 @@ def init_app(settings: Settings, connection: Log | None = None) -> web.Applicati
         yield
         await edge.stop()
 
+    async def metrics_port(app: web.Application) -> AsyncIterator[None]:
+        server, thread = start_http_server(
+            settings.edge_metrics_port, addr=settings.host, registry=edge.metrics.registry
+        )
+        yield
+        server.shutdown()
+        thread.join()
+
     app.cleanup_ctx.append(connections)
+    if settings.edge_metrics_port:
+        app.cleanup_ctx.append(metrics_port)
     routes_ops.add_routes(app)
     routes_account.add_routes(app)
     routes_events.add_routes(app)

@@ -59,6 +59,9 @@ class KafkaLog:
         self.waiting[id(future)] = corr
         return future
 
+    def following(self) -> bool:
+        return all(follower.alive() for follower in self.followers)
+
     def forget(self, answer: asyncio.Future[dict[str, Any]]) -> None:
         corr = self.waiting.pop(id(answer), None)
         if corr is not None:

@@ -24,6 +24,10 @@ class Log(Protocol):
 
     async def stop(self) -> None: ...
 
+    def following(self) -> bool:
+        """True while every topic follower still applies new records (a dead one means a frozen view)."""
+        ...
+
     async def append(self, topic: str, key: str, value: bytes) -> None:
         """Append one record; returns once the log acknowledged it (LogUnavailable when it did not)."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import socket
 import uuid
@@ -25,6 +26,25 @@ from infra.settings import Settings
 log = logging.getLogger(__name__)
 
 
+HELLO_TIMEOUT_S = 2.0
+
+
+def reply_bind(settings: Settings) -> str:
+    """Where the reply listener binds: loopback or a private address, never a public or wildcard one."""
+    chosen = settings.reply_bind or (settings.host if private(settings.host) else "127.0.0.1")
+    if not private(chosen):
+        raise ValueError(f"reply_bind must be a loopback or private address, not {chosen!r}")
+    return chosen
+
+
+def private(host: str) -> bool:
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host == "localhost"
+    return address.is_loopback or (address.is_private and not address.is_unspecified)
+
+
 class ReplyRouter:
     def __init__(self, settings: Settings, partition: int) -> None:
         self.topic = settings.topic("replies")
@@ -35,7 +55,8 @@ class ReplyRouter:
         self.pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._task: asyncio.Task[None] | None = None
         self.direct = settings.direct_replies
-        self.listen_host = settings.host
+        self.listen_host = reply_bind(settings)
+        self.token = settings.reply_token
         self.advertised_host = settings.reply_host or (
             socket.gethostname() if settings.host in ("0.0.0.0", "::", "") else settings.host
         )
@@ -44,7 +65,7 @@ class ReplyRouter:
         self._connections: dict[asyncio.Task[Any], asyncio.StreamWriter] = {}
 
     async def start(self) -> None:
-        if self.direct:
+        if self.direct and self.token:
             self.server = await asyncio.start_server(self._serve_worker, self.listen_host, 0)
             port = self.server.sockets[0].getsockname()[1]
             self.reply_to = f"{self.advertised_host}:{port}".encode()
@@ -82,10 +103,13 @@ class ReplyRouter:
         if task is not None:
             self._connections[task] = writer
         try:
+            if not frames.greets(await asyncio.wait_for(frames.read(reader), HELLO_TIMEOUT_S), self.token):
+                log.warning("a reply connection without the shared token; closed")
+                return
             while True:
                 message = await frames.read(reader)
                 self._resolve(str(message["corr"]), {"status": message["status"], "body": message["body"]})
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError, frames.FrameTooLarge, ValueError):
             pass
         finally:
             if task is not None:

@@ -7,7 +7,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 import schemas
 from ingest.errors import json_response
-from ingest.service import edge_of
+from ingest.service import EDGE, Edge, edge_of
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -26,7 +26,12 @@ async def openapi(request: web.Request) -> web.Response:
     return web.Response(body=schemas.raw("openapi.json"), content_type="application/json")
 
 
+def edge_of_app(app: web.Application) -> Edge:
+    return app[EDGE]
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/healthz", healthz)
-    app.router.add_get("/metrics", metrics)
+    if not edge_of_app(app).settings.edge_metrics_port:
+        app.router.add_get("/metrics", metrics)
     app.router.add_get("/v1/openapi.json", openapi)

@@ -110,7 +110,10 @@ class Edge:
         await self.log.stop()
 
     def healthy(self) -> bool:
-        """True when the broker takes writes and every events partition is held by a ready worker."""
+        """True when the broker takes writes, the accounts and status views follow their topics, and every
+        events partition is held by a ready worker."""
+        if not self.log.following():
+            return False
         now = time.monotonic()
         if now - self.last_write_ok > HEARTBEAT_STALE_S:
             return False

@@ -100,7 +100,7 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
         view=view,
         mirror=mirror,
         barrier=Barrier(mirror, BARRIER_WAIT_S),
-        replies=ReplyPath(appender),
+        replies=ReplyPath(appender, settings.reply_token),
         metrics=metrics,
         generation=generation,
         faults=faults,

@@ -15,7 +15,8 @@ CONNECT_TIMEOUT_S = 1.0
 
 
 class ReplyChannels:
-    def __init__(self) -> None:
+    def __init__(self, token: str) -> None:
+        self.token = token
         self.writers: dict[str, asyncio.StreamWriter] = {}
 
     async def send(self, address: str, message: dict[str, Any]) -> bool:
@@ -37,14 +38,15 @@ class ReplyChannels:
     async def _connect(self, address: str) -> asyncio.StreamWriter:
         host, port = address.rsplit(":", 1)
         _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), CONNECT_TIMEOUT_S)
+        writer.write(frames.encode(frames.hello(self.token)))
         self.writers[address] = writer
         return writer
 
 
 class ReplyPath:
-    def __init__(self, appender: Appender) -> None:
+    def __init__(self, appender: Appender, token: str) -> None:
         self.appender = appender
-        self.channels = ReplyChannels()
+        self.channels = ReplyChannels(token)
 
     async def reply(self, event: Any, status: int, body: Any) -> None:
         """Answer the edge that sent `event`; records without a correlation id are replays or ticks."""

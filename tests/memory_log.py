@@ -30,6 +30,7 @@ class MemoryLog:
         self.on_status: Fold = lambda record: None
         self.refusing = False
         self.silent_worker = False
+        self.follower_dead = False
         self._beat: asyncio.Task[None] | None = None
 
     async def start(self, on_account: Fold, on_status: Fold) -> None:
@@ -70,6 +71,9 @@ class MemoryLog:
             status, body = queries.answer(question, partition or 0, self.harness.reads(), self.settings.rules)
         answer.set_result({"status": status, "body": msgspec.to_builtins(body)})
         return answer
+
+    def following(self) -> bool:
+        return not self.follower_dead
 
     def forget(self, answer: asyncio.Future[dict[str, Any]]) -> None:
         answer.cancel()
