@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint docs bench bench-memory faults clean
+.PHONY: run test lint docs bench bench-memory faults soak clean
 
 # The install step: the virtual environment, the package, and the pinned Apache Kafka's jars (fetched
 # once from Maven Central into ~/.cache/callscreen, shared by every clone).
@@ -35,6 +35,10 @@ test: $(STAMP) lint
 # The fault-injection kill test at full strength: 50 kills spread over the four steps of a fold.
 faults: $(STAMP)
 	CALLSCREEN_TEST_FAULT_KILLS=50 $(BIN)/pytest -q tests/hostile/test_fault_kills.py
+
+# Read-your-writes at full strength: 2,000 calls from 8 clients, three runs.
+soak: $(STAMP)
+	CALLSCREEN_TEST_RYW_CALLS=2000 CALLSCREEN_TEST_RYW_RUNS=3 $(BIN)/pytest -q tests/hostile/test_read_your_writes.py
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run

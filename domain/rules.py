@@ -163,6 +163,8 @@ class LimitRules:
     events_per_minute: int = 1200
     max_call_turns: int = 3000
     max_body_bytes: int = 65536
+    # Bytes of accepted event bodies one account may add to the log per UTC day (429 quota_exceeded past it).
+    event_bytes_per_day: int = 268435456
     max_future_at_s: int = 300
     # A live event may be this old on receipt; older history comes in as `quiet` imports, up to the days below.
     max_age_s: int = 86400

@@ -53,12 +53,36 @@ class UsageLedger:
 
     counts: dict[str, int] = field(default_factory=dict)
 
-    def add(self, subject: str) -> None:
-        self.counts[subject] = self.counts.get(subject, 0) + 1
+    def add(self, subject: str, amount: int = 1) -> None:
+        self.counts[subject] = self.counts.get(subject, 0) + amount
 
     def drain(self) -> dict[str, int]:
         counts, self.counts = self.counts, {}
         return counts
+
+
+@dataclass
+class DailyQuota:
+    """At most `limit` units per subject per UTC day (the day is an index, `epoch_s // 86400`)."""
+
+    limit: int
+    used: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def _today(self, subject: str, day: int) -> int:
+        seen_day, used = self.used.get(subject, (day, 0))
+        return used if seen_day == day else 0
+
+    def charge(self, subject: str, amount: int, day: int) -> bool:
+        """Spend `amount` when it fits in the day's quota; False (and nothing spent) when it does not."""
+        used = self._today(subject, day)
+        if used + amount > self.limit:
+            return False
+        self.used[subject] = (day, used + amount)
+        return True
+
+    def debit(self, subject: str, amount: int, day: int) -> None:
+        """Spend what another edge accepted for the same subject on the same day."""
+        self.used[subject] = (day, self._today(subject, day) + amount)
 
 
 def retry_after(wait_s: float) -> str:

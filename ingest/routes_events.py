@@ -23,6 +23,7 @@ async def post_event(request: web.Request) -> web.Response:
     account = principal.account
     stamp = Stamp(uuid.uuid4().hex, account.id, account.plan, now_ms(), account.trusted)
     event = parse_event(body, stamp, TimeBounds.of(edge.settings.rules.limits))
+    edge.charge_bytes(account.id, len(await request.read()))
     kind = event_type(event)
     started = time.perf_counter()
     pending = await edge.send_request(edge.settings.topic("events"), keys.call(account.id, event.call_id), event)

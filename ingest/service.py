@@ -12,16 +12,18 @@ import msgspec
 from aiohttp import web
 
 from domain.accounts import AccountsView, apply
+from domain.times import format_ms
 from infra.kafka import partition_for
 from infra.settings import Settings
 from ingest.errors import ApiError
 from ingest.log import Log, LogUnavailable
 from ingest.metrics import EdgeMetrics
-from ingest.ratelimit import RateLimiter, UsageLedger, retry_after
+from ingest.ratelimit import DailyQuota, RateLimiter, UsageLedger, retry_after
 
 logger = logging.getLogger(__name__)
 
 HEARTBEAT_STALE_S = 5.0
+DAY_S = 86_400
 # How often an edge tells the others what it admitted: at 1,200 events a minute, 0.2 s (plus a follow hop)
 # lets an account overshoot by a few events per edge, well inside the 10% docs/api.md allows.
 USAGE_REPORT_S = 0.2
@@ -41,6 +43,8 @@ class Edge:
         self.read_limiter = RateLimiter(settings.rules.limits.reads_per_minute)
         self.event_limiter = RateLimiter(settings.rules.limits.events_per_minute)
         self.event_usage = UsageLedger()
+        self.byte_quota = DailyQuota(settings.rules.limits.event_bytes_per_day)
+        self.byte_usage = UsageLedger()
         self._usage_urgent = asyncio.Event()
         self.workers: dict[str, tuple[float, frozenset[int], bool]] = {}
         self.last_write_ok = 0.0
@@ -70,6 +74,10 @@ class Edge:
         now = time.monotonic()
         for account, spent in record.get("events", {}).items():
             self.event_limiter.debit(account, int(spent), now)
+        day = int(record.get("sent_at", 0)) // DAY_S
+        if day == int(time.time()) // DAY_S:
+            for account, size in record.get("bytes", {}).items():
+                self.byte_quota.debit(account, int(size), day)
 
     async def start(self) -> None:
         await self.log.start(self.fold_account, self.fold_status)
@@ -95,10 +103,16 @@ class Edge:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._usage_urgent.wait(), USAGE_REPORT_S)
             self._usage_urgent.clear()
-            events = self.event_usage.drain()
+            events, sizes = self.event_usage.drain(), self.byte_usage.drain()
             if not events:
                 continue
-            record = {"kind": "edge.usage", "edge": self.log.edge_id, "sent_at": time.time(), "events": events}
+            record = {
+                "kind": "edge.usage",
+                "edge": self.log.edge_id,
+                "sent_at": time.time(),
+                "events": events,
+                "bytes": sizes,
+            }
             try:
                 await self.log.append(self.settings.topic("status"), self.log.edge_id, msgspec.json.encode(record))
             except LogUnavailable as exc:
@@ -141,6 +155,21 @@ class Edge:
         limiter = self.event_limiter
         if limiter.remaining(account_id, time.monotonic()) < URGENT_BELOW * limiter.limit:
             self._usage_urgent.set()
+
+    def charge_bytes(self, account_id: str, size: int) -> None:
+        """The account's daily storage quota, shared with the other edges like its event limit."""
+        now = time.time()
+        day = int(now) // DAY_S
+        if not self.byte_quota.charge(account_id, size, day):
+            resets = (day + 1) * DAY_S
+            raise ApiError(
+                429,
+                "quota_exceeded",
+                headers={"Retry-After": retry_after(resets - now)},
+                limit=self.byte_quota.limit,
+                resets_at=format_ms(resets * 1000),
+            )
+        self.byte_usage.add(account_id, size)
 
     async def append(self, topic: str, key: str, record: Any) -> None:
         """Append one record and wait for the broker's ack; 503 when the log cannot take it."""

@@ -20,27 +20,41 @@ def register(w: Parts) -> None:
 
     @w.app.agent(w.topic("alerts"), concurrency=1)
     async def store_alerts(stream: Any) -> None:
-        async for record, _ in w.commits.folds(stream, "alerts"):
+        async for record, pending in w.commits.folds(stream, "alerts"):
             w.progress.folded("alerts", record)
-            alert = msgspec.json.decode(record.value, type=Alert)
-            key = keys.alert(alert.account_id, alert.id)
-            if w.tables.get("alert_store", key, Alert) is not None:
-                continue
-            w.tables.put("alert_store", key, alert)
-            entry = AlertEntry(parse_ms(alert.created_at) or 0, alert.id, alert.type)
-            w.tables.add_to_index("alert_store", "alerts", alert.account_id, record.message.partition, entry)
+            try:
+                store_alert(w, record)
+            except Exception as error:
+                await w.dead_letters.put("alerts", record, error, pending)
 
     @w.app.agent(w.topic("billing"), concurrency=1)
     async def payments(stream: Any) -> None:
         async for record, pending in w.commits.folds(stream, "billing"):
             replay = w.progress.folded("billing", record)
             try:
-                payment = msgspec.json.decode(record.value, type=PaymentFailed)
-            except msgspec.ValidationError:
-                continue  # another kind of billing record
-            last = w.tables.get("billing", payment.account_id, LastAlerted)
-            after, alert = billing.payment_failed(last, payment, w.rules.detectors)
-            if after is not last:
-                w.tables.put("billing", payment.account_id, after)
-            if alert is not None and not replay:
-                pending.append(await w.appender.append("alerts", alert.account_id, alert))
+                await fold_payment(w, record, pending, replay)
+            except Exception as error:
+                await w.dead_letters.put("billing", record, error, pending)
+
+
+def store_alert(w: Parts, record: Any) -> None:
+    alert = msgspec.json.decode(record.value, type=Alert)
+    key = keys.alert(alert.account_id, alert.id)
+    if w.tables.get("alert_store", key, Alert) is not None:
+        return
+    w.tables.put("alert_store", key, alert)
+    entry = AlertEntry(parse_ms(alert.created_at) or 0, alert.id, alert.type)
+    w.tables.add_to_index("alert_store", "alerts", alert.account_id, record.message.partition, entry)
+
+
+async def fold_payment(w: Parts, record: Any, pending: list[Any], replay: bool) -> None:
+    try:
+        payment = msgspec.json.decode(record.value, type=PaymentFailed)
+    except msgspec.ValidationError:
+        return  # another kind of billing record
+    last = w.tables.get("billing", payment.account_id, LastAlerted)
+    after, alert = billing.payment_failed(last, payment, w.rules.detectors)
+    if after is not last:
+        w.tables.put("billing", payment.account_id, after)
+    if alert is not None and not replay:
+        pending.append(await w.appender.append("alerts", alert.account_id, alert))

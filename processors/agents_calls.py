@@ -29,7 +29,10 @@ def register(w: Parts) -> None:
     @w.app.agent(events, concurrency=1)
     async def fold_events(stream: Any) -> None:
         async for record, pending in w.commits.folds(stream, "events"):
-            await fold_event(w, events, record, pending)
+            try:
+                await fold_event(w, events, record, pending)
+            except Exception as error:
+                await w.dead_letters.put("events", record, error, pending)
 
     @w.app.timer(w.settings.silent_sweep_s, on_leader=False)
     async def sweep() -> None:

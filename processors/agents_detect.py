@@ -30,7 +30,10 @@ def register(w: Parts) -> None:
     async def detect(stream: Any) -> None:
         async for record, pending in w.commits.folds(stream, "decisions"):
             replay = w.progress.folded("decisions", record)
-            await observe(w, record, pending, replay)
+            try:
+                await observe(w, record, pending, replay)
+            except Exception as error:
+                await w.dead_letters.put("decisions", record, error, pending)
             w.barrier.detector_folded(record.message.partition, record.message.offset)
 
     @w.app.timer(w.settings.silent_sweep_s, on_leader=False)

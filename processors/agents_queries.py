@@ -21,9 +21,13 @@ def register(w: Parts) -> None:
 
     @w.app.agent(w.topic("queries"), concurrency=1)
     async def answer_queries(stream: Any) -> None:
-        async for record, _ in w.commits.folds(stream, "queries"):
+        async for record, pending in w.commits.folds(stream, "queries"):
             if w.progress.folded("queries", record):
                 continue
-            question = queries.decode_question(record.value)
-            status, body = queries.answer(question, record.message.partition, reads, w.rules)
+            try:
+                question = queries.decode_question(record.value)
+                status, body = queries.answer(question, record.message.partition, reads, w.rules)
+            except Exception as error:
+                await w.dead_letters.put("queries", record, error, pending)
+                continue
             await w.replies.reply(record, status, body)

@@ -16,6 +16,7 @@ from processors import agents_alerts, agents_calls, agents_detect, agents_querie
 from processors.appender import Appender
 from processors.barrier import Barrier
 from processors.commits import Commits
+from processors.dead_letters import DeadLetters
 from processors.faults import Faults
 from processors.faust_tuning import hold_commits_at_gaps, tune_consumer
 from processors.metrics import WorkerMetrics
@@ -104,6 +105,7 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
         metrics=metrics,
         generation=generation,
         faults=faults,
+        dead_letters=DeadLetters(appender, metrics),
     )
     metrics.rocksdb_bytes.set_function(rocks.cache.get_usage)
     for agents in (agents_calls, agents_detect, agents_alerts, agents_queries, housekeeping):

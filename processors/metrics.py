@@ -30,6 +30,12 @@ class WorkerMetrics:
             registry=self.registry,
         )
         self.lag = lag_gauge(self.registry)
+        self.dead_letters = Counter(
+            "callscreen_dead_letters",
+            "Records set aside on the dead_letters topic because no fold could handle them, by source topic.",
+            ["topic"],
+            registry=self.registry,
+        )
         self.replay_remaining = Gauge(
             "callscreen_replay_remaining_records",
             "Records of a rebuild's replay this worker has still to fold, by topic.",

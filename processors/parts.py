@@ -14,6 +14,7 @@ from infra.settings import Settings
 from processors.appender import Appender
 from processors.barrier import Barrier
 from processors.commits import Commits
+from processors.dead_letters import DeadLetters
 from processors.faults import Faults
 from processors.metrics import WorkerMetrics
 from processors.mirror import FactMirror
@@ -41,6 +42,7 @@ class Parts:
     metrics: WorkerMetrics
     generation: Generation
     faults: Faults
+    dead_letters: DeadLetters
 
     @property
     def rules(self) -> Rules:

@@ -15,10 +15,15 @@ import msgspec
 from faust.stores.rocksdb import Store as RocksDBStore
 
 from domain import index
+from domain.store import MAX_VALUE_BYTES
 from processors.rocks import BudgetedFaustOptions, RocksBudget
 from processors.write_behind import WriteBehindTable
 
 Send = Callable[[str, int, bytes, bytes | None], Awaitable["asyncio.Future[Any]"]]
+
+
+class ValueTooLarge(Exception):
+    """A fold produced a row over `domain.store.MAX_VALUE_BYTES`."""
 
 
 class Tables:
@@ -53,7 +58,12 @@ class Tables:
         return None if raw is None else msgspec.json.decode(raw, type=kind)
 
     def put(self, name: str, key: str, value: Any) -> None:
-        self.all[name][key.encode()] = msgspec.json.encode(value)
+        encoded = msgspec.json.encode(value)
+        if len(encoded) > MAX_VALUE_BYTES:
+            # Past the bound no changelog could take it: refuse here, so the record is dead-lettered
+            # instead of every refold failing on the producer.
+            raise ValueTooLarge(f"{name} value of {len(encoded)} bytes")
+        self.all[name][key.encode()] = encoded
 
     def delete(self, name: str, key: str) -> None:
         self.all[name].pop(key.encode(), None)

@@ -1,0 +1,40 @@
+"""Per-record isolation: a record a fold cannot handle goes to the `dead_letters` topic with the reason,
+and is acknowledged like any other, so it neither crashes the worker nor holds its partition's commits.
+
+The dead letter names where the record was (topic, partition, offset) and why, never its value: the
+record itself stays in its topic for whoever mends the fold and replays it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from infra.clock import now_ms
+from processors.appender import Appender
+from processors.metrics import WorkerMetrics
+
+log = logging.getLogger(__name__)
+MAX_REASON = 200
+
+
+class DeadLetters:
+    def __init__(self, appender: Appender, metrics: WorkerMetrics) -> None:
+        self.appender = appender
+        self.metrics = metrics
+
+    async def put(self, name: str, record: Any, error: Exception, pending: list[Any]) -> None:
+        """Set `record` of topic `name` aside; its offset is acknowledged once the dead letter is durable."""
+        message = record.message
+        reason = f"{type(error).__name__}: {error}"[:MAX_REASON]
+        letter = {
+            "kind": "dead_letter",
+            "topic": message.topic,
+            "partition": message.partition,
+            "offset": message.offset,
+            "reason": reason,
+            "at": now_ms(),
+        }
+        log.error("a record no fold can handle was set aside", extra={k: letter[k] for k in ("topic", "offset")})
+        self.metrics.dead_letters.labels(name).inc()
+        pending.append(await self.appender.append("dead_letters", f"{message.topic}:{message.partition}", letter))
