@@ -15,6 +15,7 @@ from domain.ids import derived_event_id
 from domain.index import CallEntry
 from infra.clock import now_ms
 from infra.kafka import partition_for
+from processors.due import DueIndex
 from processors.parts import Parts
 
 TICK_REPEAT_MS = 5000
@@ -25,12 +26,13 @@ def register(w: Parts) -> None:
     for name in ("calls", "call_index", "sweeps"):
         w.tables.table(name)
     ticked: dict[str, int] = {}
+    due_calls = DueIndex()
 
     @w.app.agent(events, concurrency=1)
     async def fold_events(stream: Any) -> None:
         async for record, pending in w.commits.folds(stream, "events"):
             try:
-                await fold_event(w, events, record, pending)
+                await fold_event(w, events, record, pending, due_calls)
             except Exception as error:
                 await w.dead_letters.put("events", record, error, pending)
 
@@ -40,12 +42,15 @@ def register(w: Parts) -> None:
         if w.app.consumer is None or w.app.rebalancing or not await w.progress.replay_done("events"):
             return
         now = now_ms()
-        # The table iterates the partitions this worker holds; each entry is one open call's due time.
-        entries = [(raw_key.decode(), int(raw_due)) for raw_key, raw_due in w.tables.table("sweeps").items()]
-        for gone in ticked.keys() - {key for key, _ in entries}:
+        assignment = frozenset(w.app.consumer.assignment())
+        if due_calls.built_for != assignment:
+            # The table holds the partitions this worker holds; each row is one open call's due time.
+            rows = ((raw_key.decode(), int(raw_due)) for raw_key, raw_due in w.tables.table("sweeps").items())
+            due_calls.rebuild(rows, assignment)
+        for gone in ticked.keys() - due_calls.current.keys():
             del ticked[gone]
-        for key, due in entries:
-            if due > now or now - ticked.get(key, 0) < TICK_REPEAT_MS:
+        for key, due in due_calls.due(now):
+            if now - ticked.get(key, 0) < TICK_REPEAT_MS:
                 continue
             ticked[key] = now
             account, call_id = keys.split_call(key)
@@ -54,7 +59,7 @@ def register(w: Parts) -> None:
             await w.appender.append("events", key, tick, partition=partition_for(key, w.settings.partitions))
 
 
-async def fold_event(w: Parts, events: Any, record: Any, pending: list[Any]) -> None:
+async def fold_event(w: Parts, events: Any, record: Any, pending: list[Any], due_calls: DueIndex) -> None:
     event = decode_event(record.value)
     replay = w.progress.folded("events", record)
     if replay:
@@ -69,7 +74,7 @@ async def fold_event(w: Parts, events: Any, record: Any, pending: list[Any]) -> 
     key = record.key.decode()
     state: Stored | None = w.tables.get("calls", key, Stored)
     outcome = calls.fold(state, event, features.context(w.view, state, event, w.rules), w.rules)
-    write_state(w, key, state, outcome, record.message.partition)
+    write_state(w, key, state, outcome, record.message.partition, due_calls)
     w.faults.at("after_write")
     if outcome.forward is not None:
         if not replay:
@@ -92,7 +97,9 @@ async def fold_event(w: Parts, events: Any, record: Any, pending: list[Any]) -> 
     pending.extend(acks)
 
 
-def write_state(w: Parts, key: str, before: Stored | None, outcome: Outcome, partition: int) -> None:
+def write_state(
+    w: Parts, key: str, before: Stored | None, outcome: Outcome, partition: int, due_calls: DueIndex
+) -> None:
     after = outcome.state
     if after is None:
         return
@@ -105,6 +112,7 @@ def write_state(w: Parts, key: str, before: Stored | None, outcome: Outcome, par
         )
         w.tables.add_to_index("call_index", "calls", after.account_id, partition, entry)
     due = calls.sweep_due(after, w.rules)
+    due_calls.set(key, due)
     if w.tables.get("sweeps", key, int) != due:
         if due is None:
             w.tables.delete("sweeps", key)

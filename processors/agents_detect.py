@@ -16,6 +16,7 @@ from domain.detectors import Echo, NumberWindow
 from domain.facts import NumberTick, decode_fact
 from domain.ids import derived_event_id
 from infra.clock import now_ms
+from processors.due import DueIndex
 from processors.parts import Parts
 
 TICK_REPEAT_MS = 5000
@@ -25,13 +26,14 @@ def register(w: Parts) -> None:
     for name in ("number_windows", "number_sweeps"):
         w.tables.table(name)
     ticked: dict[str, int] = {}
+    due_numbers = DueIndex()
 
     @w.app.agent(w.topic("decisions"), concurrency=1)
     async def detect(stream: Any) -> None:
         async for record, pending in w.commits.folds(stream, "decisions"):
             replay = w.progress.folded("decisions", record)
             try:
-                await observe(w, record, pending, replay)
+                await observe(w, record, pending, replay, due_numbers)
             except Exception as error:
                 await w.dead_letters.put("decisions", record, error, pending)
             w.barrier.detector_folded(record.message.partition, record.message.offset)
@@ -42,9 +44,14 @@ def register(w: Parts) -> None:
         if w.app.consumer is None or w.app.rebalancing or not await w.progress.replay_done("decisions"):
             return
         now = now_ms()
-        for raw_key, raw_due in list(w.tables.table("number_sweeps").items()):
-            key, due = raw_key.decode(), int(raw_due)
-            if due > now or now - ticked.get(key, 0) < TICK_REPEAT_MS:
+        assignment = frozenset(w.app.consumer.assignment())
+        if due_numbers.built_for != assignment:
+            rows = ((raw_key.decode(), int(raw_due)) for raw_key, raw_due in w.tables.table("number_sweeps").items())
+            due_numbers.rebuild(rows, assignment)
+        for gone in ticked.keys() - due_numbers.current.keys():
+            del ticked[gone]
+        for key, due in due_numbers.due(now):
+            if now - ticked.get(key, 0) < TICK_REPEAT_MS:
                 continue
             ticked[key] = now
             account, number = key.split(":", 1)
@@ -53,7 +60,7 @@ def register(w: Parts) -> None:
             await w.appender.append("decisions", key, tick)
 
 
-async def observe(w: Parts, record: Any, pending: list[Any], replay: bool) -> None:
+async def observe(w: Parts, record: Any, pending: list[Any], replay: bool, due_numbers: DueIndex) -> None:
     try:
         fact = decode_fact(record.value)
     except msgspec.ValidationError:
@@ -69,6 +76,7 @@ async def observe(w: Parts, record: Any, pending: list[Any], replay: bool) -> No
     for forgotten in observed.forgotten:
         w.tables.delete("number_windows", keys.echo(key, forgotten))
     due = detectors.sweep_due(observed.window, fact.at)
+    due_numbers.set(key, due)
     if w.tables.get("number_sweeps", key, int) != due:
         if due is None:
             w.tables.delete("number_sweeps", key)

@@ -1,0 +1,28 @@
+"""The sweeps' due-time index: due keys by time, moved and cleared ones never ticked at a stale time."""
+
+from __future__ import annotations
+
+from processors.due import DueIndex
+
+
+def test_only_keys_due_by_now_and_at_their_current_time() -> None:
+    index = DueIndex()
+    index.rebuild([("a", 100), ("b", 300)], frozenset({1}))
+    index.set("c", 200)
+    index.set("a", 250)  # a fold moved it
+    index.set("b", None)  # a fold cleared it
+    assert index.due(150) == []
+    assert sorted(index.due(260)) == [("a", 250), ("c", 200)]
+    # Still due until a fold moves or clears them.
+    assert sorted(index.due(270)) == [("a", 250), ("c", 200)]
+    index.set("c", None)
+    assert index.due(1000) == [("a", 250)]
+    assert len(index) == 1 and index.built_for == frozenset({1})
+
+
+def test_stale_entries_never_outgrow_the_rows() -> None:
+    index = DueIndex()
+    for due in range(10_000):
+        index.set("moving", 10**9 + due)
+    assert len(index.heap) <= 4 * len(index.current) + 64
+    assert index.due(2 * 10**9) == [("moving", 10**9 + 9_999)]
