@@ -42,6 +42,7 @@ def sealed_service(
     kafka: str, tmp_path_factory: pytest.TempPathFactory, certificates: tuple[trustme.CA, Path]
 ) -> Iterator[RunningService]:
     env = {"CALLSCREEN_WEBHOOK_CA_FILE": str(certificates[1]), "CALLSCREEN_WEBHOOK_ALLOW_PRIVATE": "1"}
+    env["CALLSCREEN_WEBHOOK_PORTS"] = "*"  # the receiver listens on an ephemeral loopback port
     running = start_service(tmp_path_factory.mktemp("sealed") / "data", kafka, env=env)
     yield running
     running.stop()
