@@ -1,4 +1,4 @@
-"""The deployment files agree with the code: roles, topics, scrape targets, dashboard metrics and locks.
+"""The deployment files agree with the code: roles, topics, scrape targets, dashboard metrics, locks and image.
 
 `docker compose -f docker-compose.kafka.yml config` is the full check where a Docker client with the
 compose plugin is installed; this one needs only the files.
@@ -108,3 +108,11 @@ def test_locks_pin_every_dependency_with_hashes_and_the_image_runs_the_tested_ve
     assert needed <= set(runtime), needed - set(runtime)
     assert needed | tools <= set(dev), (needed | tools) - set(dev)
     assert {name: dev.get(name) for name in runtime} == runtime
+
+
+def test_image_installs_the_hash_checked_lock_and_every_package() -> None:
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    assert "pip install --require-hashes -r deploy/requirements.lock" in dockerfile
+    copied = set(re.findall(r"^COPY (\w+) \1$", dockerfile, re.MULTILINE))
+    packages = {name.rstrip("*") for name in project()["tool"]["setuptools"]["packages"]["find"]["include"]}
+    assert packages <= copied, packages - copied
