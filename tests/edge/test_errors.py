@@ -85,3 +85,12 @@ async def test_errors_never_leak_an_html_page(http: aiohttp.ClientSession, base_
         assert r.status == 400
         assert r.content_type == "application/json"
         assert await r.json() == {"error": "invalid_json"}
+
+
+@pytest.mark.parametrize("url", ["https://example.com]/alerts", "https://[::1/alerts", "https://\U000d2d4e]q\\"])
+async def test_webhook_url_the_url_parser_refuses_is_not_a_url(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys, url: str
+) -> None:
+    async with http.patch(f"{base_url}/v1/account", json={"alert_webhook_url": url}, headers=account.headers) as r:
+        assert r.content_type == "application/json"
+        assert (r.status, await r.json()) == (400, {"error": "invalid_webhook_url", "reason": "not_a_url"})
