@@ -44,6 +44,11 @@ docs: $(STAMP)
 test: $(STAMP) lint
 	$(BIN)/pytest -q
 
+# Schemathesis against a real service: 10,000 generated requests, none may get a 5xx or an undocumented
+# answer (tests/fuzz/run.py). A few minutes; not part of `make test`.
+fuzz: $(STAMP)
+	$(BIN)/python -m tests.fuzz.run
+
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
 
