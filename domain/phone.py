@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import phonenumbers
 from phonenumbers import PhoneNumberType
+
+# What the contract promises every number it answers looks like: `+`, a country code, 7 to 15 digits in all.
+E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
 
 
 @dataclass(frozen=True)
@@ -48,9 +52,14 @@ def parse_number(raw: object) -> Number | None:
     valid = phonenumbers.is_valid_number(parsed)
     if not phonenumbers.is_possible_number(parsed) or (not explicit and not valid):
         return None
+    e164 = phonenumbers.format_number(parsed, phonenumbers.PhoneNumberFormat.E164)
+    # The parser calls some digit strings after a country code "possible" that make no E.164 number
+    # (`+4900259` would be `+490259`, six digits): those cannot be read.
+    if not E164.match(e164):
+        return None
     kind = phonenumbers.number_type(parsed)
     return Number(
-        e164=phonenumbers.format_number(parsed, phonenumbers.PhoneNumberFormat.E164),
+        e164=e164,
         country=phonenumbers.region_code_for_number(parsed) or "",
         national=str(parsed.national_number),
         valid=valid,

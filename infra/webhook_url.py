@@ -66,14 +66,15 @@ async def refusal(url: object, allow_private: bool, ports: str, dns_timeout_s: f
     """Why the URL is refused, or None when it is acceptable."""
     if not isinstance(url, str) or len(url) > 2048:
         return "not_a_url"
-    parts = urlsplit(url)
-    if parts.scheme != "https":
-        return "not_https"
     try:
+        # urlsplit itself refuses some URLs (an unbalanced IPv6 bracket); hostname and port others.
+        parts = urlsplit(url)
         host = parts.hostname
         port = parts.port or DEFAULT_PORT
     except ValueError:
         return "not_a_url"
+    if parts.scheme != "https":
+        return "not_https"
     if not host or parts.username or parts.password:
         return "not_a_url"
     if not port_allowed(port, ports):

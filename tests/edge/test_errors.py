@@ -85,3 +85,24 @@ async def test_errors_never_leak_an_html_page(http: aiohttp.ClientSession, base_
         assert r.status == 400
         assert r.content_type == "application/json"
         assert await r.json() == {"error": "invalid_json"}
+
+
+@pytest.mark.parametrize("url", ["https://example.com]/alerts", "https://[::1/alerts", "https://\U000d2d4e]q\\"])
+async def test_webhook_url_the_url_parser_refuses_is_not_a_url(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys, url: str
+) -> None:
+    async with http.patch(f"{base_url}/v1/account", json={"alert_webhook_url": url}, headers=account.headers) as r:
+        assert r.content_type == "application/json"
+        assert (r.status, await r.json()) == (400, {"error": "invalid_webhook_url", "reason": "not_a_url"})
+
+
+async def test_a_number_too_short_for_e164_is_refused_where_it_is_read(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys
+) -> None:
+    # "+4900259" parses as a possible German number whose E.164 form, "+490259", has only six digits.
+    async with http.get(f"{base_url}/v1/reputation/%2B4900259", headers=account.headers) as r:
+        assert (r.status, await r.json()) == (400, {"error": "invalid_caller"})
+    async with http.get(f"{base_url}/v1/score?to=%2B4900259&from=%2B12125550123", headers=account.headers) as r:
+        assert (r.status, await r.json()) == (400, {"error": "invalid_to"})
+    status, body = await post(http, f"{base_url}/v1/events", account.headers, json={**START, "from": "+4900259"})
+    assert (status, body) == (400, {"error": "invalid_from"})

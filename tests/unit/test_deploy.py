@@ -1,4 +1,4 @@
-"""The deployment files agree with the code: roles, topics, scrape targets and dashboard metrics.
+"""The deployment files agree with the code: roles, topics, scrape targets, dashboard metrics, locks and image.
 
 `docker compose -f docker-compose.kafka.yml config` is the full check where a Docker client with the
 compose plugin is installed; this one needs only the files.
@@ -7,12 +7,15 @@ compose plugin is installed; this one needs only the files.
 from __future__ import annotations
 
 import re
+import tomllib
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import orjson
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from alerting.metrics import AlertingMetrics
 from infra.settings import Settings
@@ -26,6 +29,23 @@ ROOT = Path(__file__).resolve().parents[2]
 def compose() -> dict[str, Any]:
     loaded: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.kafka.yml").read_text())
     return loaded
+
+
+def project() -> dict[str, Any]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def lock_pins(name: str) -> dict[str, str]:
+    """A lock file's pins, name to version; each must carry a hash, or `pip --require-hashes` refuses it."""
+    text = (ROOT / "deploy" / name).read_text().replace("\\\n", " ")
+    pins: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        pinned, _, rest = line.partition("==")
+        assert "--hash=sha256:" in rest, f"{name}: {pinned} has no hash"
+        pins[canonicalize_name(pinned)] = rest.split()[0]
+    return pins
 
 
 def roles_env() -> dict[str, str]:
@@ -139,3 +159,21 @@ def test_dashboard_queries_only_metrics_the_code_exports() -> None:
     }
     assert used, "the dashboard has no queries"
     assert used <= exported, used - exported
+
+
+def test_locks_pin_every_dependency_with_hashes_and_the_image_runs_the_tested_versions() -> None:
+    declared = project()["project"]
+    runtime, dev = lock_pins("requirements.lock"), lock_pins("requirements-dev.lock")
+    needed = {canonicalize_name(Requirement(r).name) for r in declared["dependencies"]}
+    tools = {canonicalize_name(Requirement(r).name) for r in declared["optional-dependencies"]["dev"]}
+    assert needed <= set(runtime), needed - set(runtime)
+    assert needed | tools <= set(dev), (needed | tools) - set(dev)
+    assert {name: dev.get(name) for name in runtime} == runtime
+
+
+def test_image_installs_the_hash_checked_lock_and_every_package() -> None:
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    assert "pip install --require-hashes -r deploy/requirements.lock" in dockerfile
+    copied = set(re.findall(r"^COPY (\w+) \1$", dockerfile, re.MULTILINE))
+    packages = {name.rstrip("*") for name in project()["tool"]["setuptools"]["packages"]["find"]["include"]}
+    assert packages <= copied, packages - copied
