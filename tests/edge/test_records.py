@@ -23,13 +23,13 @@ def violations(component: str, value: object) -> list[str]:
 async def test_a_call_record_keeps_attrs_as_sent_and_still_conforms(
     http: aiohttp.ClientSession, base_url: str, account: AccountKeys
 ) -> None:
-    # Accepted by the edge, which checks only attestation, the three objects and forwarded_from.
-    attrs = {"tokens": {"in": False}, "geo": {"city": 7}, "caller_name": None, "attestation": "b", "extra": [1]}
+    # The named keys typed and within their caps, a null dropped, an unknown key kept as sent.
+    attrs = {"tokens": {"in": 12}, "geo": {"city": "Austin"}, "caller_name": None, "attestation": "b", "extra": [1]}
     start = {"type": "call.started", "call_id": "c-attrs", "to": "+14155552671", "from": "+12125550123"}
     async with http.post(f"{base_url}/v1/events", json={**start, "attrs": attrs}, headers=account.headers) as r:
         assert r.status == 200, await r.text()
     async with http.get(f"{base_url}/v1/calls/c-attrs", headers=account.headers) as r:
         assert r.status == 200
         record = await r.json()
-    assert record["attrs"] == {**attrs, "attestation": "B"}
+    assert record["attrs"] == {"tokens": {"in": 12}, "geo": {"city": "Austin"}, "attestation": "B", "extra": [1]}
     assert violations("CallRecord", record) == []
