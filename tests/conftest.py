@@ -10,7 +10,6 @@ import aiohttp
 import pytest
 
 from callscreen.localkafka import LocalKafka
-from infra.ports import free_port
 from tests.service import AccountKeys, RunningService, create_account, start_service
 
 
@@ -34,8 +33,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def service(kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
     """`callscreen run` on the session's Kafka: most tests share it, each with accounts of its own."""
     data_dir: Path = tmp_path_factory.mktemp("service") / "data"
-    # Its workers serve Prometheus (worker 0 on this port), for the tests that read their metrics.
-    running = start_service(data_dir, kafka, env={"CALLSCREEN_METRICS_PORT": str(free_port())})
+    running = start_service(data_dir, kafka)
     yield running
     running.stop()
 

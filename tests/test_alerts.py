@@ -237,7 +237,7 @@ async def test_billing_payment_failed(
     t = traffic(http, base_url, account)
     async with Admin(service.settings) as admin:
         await admin.payment_failed(account.account_id, 4900, 2)
-    (alert,) = await t.wait_for("billing.payment_failed")
+    (alert,) = await t.wait_for("billing.payment_failed", timeout_s=15.0)
     assert alert["data"] == {"amount_cents": 4900, "attempt": 2}
     assert alert["severity"] == "info"
 

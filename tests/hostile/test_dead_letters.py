@@ -6,21 +6,36 @@ On the old code the first such record crashed the worker, and every restart cras
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import aiohttp
 import orjson
+import pytest
 
 from domain import keys
 from infra.kafka import make_producer, partition_for
-from tests.service import AccountKeys, RunningService
+from infra.ports import free_port
+from tests.service import RunningService, create_account, start_service
 from tests.topics import read_topic
 
 START = {"type": "call.started", "to": "+14155552671", "from": "+12125550123"}
 
 
+@pytest.fixture(scope="module")
+def service(kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
+    """A service of its own: the records written here are on its topics only, and its worker 0 serves
+    Prometheus on a port of its own."""
+    env = {"CALLSCREEN_METRICS_PORT": str(free_port())}
+    running = start_service(tmp_path_factory.mktemp("dead-letters") / "data", kafka, env=env)
+    yield running
+    running.stop()
+
+
 async def test_a_record_no_fold_can_handle_is_set_aside_and_the_partition_goes_on(
-    service: RunningService, http: aiohttp.ClientSession, account: AccountKeys
+    service: RunningService, http: aiohttp.ClientSession
 ) -> None:
     settings = service.settings
+    account = await create_account(settings, http, service.base_url)
     key = keys.call(account.account_id, "after-dead-letter")
     partition = partition_for(key, settings.partitions)
     producer = make_producer(settings)
