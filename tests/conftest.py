@@ -8,8 +8,10 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+import trustme
 
 from callscreen.localkafka import LocalKafka
+from tests.receiver import Receiver, serving
 from tests.service import AccountKeys, RunningService, create_account, start_service
 
 
@@ -44,6 +46,22 @@ def log_service(kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     running = start_service(tmp_path_factory.mktemp("log") / "data", kafka)
     yield running
     running.stop()
+
+
+@pytest.fixture(scope="session")
+def webhook_ca(tmp_path_factory: pytest.TempPathFactory) -> tuple[trustme.CA, Path]:
+    """A certificate authority the webhook receivers' certificates come from, and its file for services."""
+    authority = trustme.CA()
+    path = tmp_path_factory.mktemp("webhook-ca") / "ca.pem"
+    authority.cert_pem.write_to_path(str(path))
+    return authority, path
+
+
+@pytest.fixture
+async def receiver(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Receiver]:
+    """A real HTTPS receiver on loopback (tests/receiver.py), trusted through `webhook_ca`."""
+    async with serving(webhook_ca[0]) as hook:
+        yield hook
 
 
 @pytest.fixture(scope="session")

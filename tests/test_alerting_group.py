@@ -28,26 +28,18 @@ HOOK_ENV = {"CALLSCREEN_WEBHOOK_ALLOW_PRIVATE": "1", "CALLSCREEN_WEBHOOK_PORTS":
 
 
 @pytest.fixture(scope="module")
-def ca(tmp_path_factory: pytest.TempPathFactory) -> tuple[trustme.CA, Path]:
-    authority = trustme.CA()
-    path = tmp_path_factory.mktemp("group-tls") / "ca.pem"
-    authority.cert_pem.write_to_path(str(path))
-    return authority, path
-
-
-@pytest.fixture(scope="module")
 def group_service(
-    kafka: str, tmp_path_factory: pytest.TempPathFactory, ca: tuple[trustme.CA, Path]
+    kafka: str, tmp_path_factory: pytest.TempPathFactory, webhook_ca: tuple[trustme.CA, Path]
 ) -> Iterator[RunningService]:
-    env = {**HOOK_ENV, "CALLSCREEN_WEBHOOK_CA_FILE": str(ca[1])}
+    env = {**HOOK_ENV, "CALLSCREEN_WEBHOOK_CA_FILE": str(webhook_ca[1])}
     running = start_service(tmp_path_factory.mktemp("group") / "data", kafka, env=env)
     yield running
     running.stop()
 
 
 @pytest.fixture(scope="module")
-async def receiver(ca: tuple[trustme.CA, Path]) -> AsyncIterator[Receiver]:
-    async with serving(ca[0]) as hook:
+async def receiver(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Receiver]:
+    async with serving(webhook_ca[0]) as hook:
         yield hook
 
 
@@ -117,11 +109,11 @@ async def raise_and_deliver(
 
 
 async def test_two_alerting_instances_deliver_each_alert_exactly_once(
-    group_service: RunningService, receiver: Receiver, http: aiohttp.ClientSession, ca: tuple[trustme.CA, Path]
+    group_service: RunningService, receiver: Receiver, http: aiohttp.ClientSession, webhook_ca: tuple[trustme.CA, Path]
 ) -> None:
     settings = group_service.settings
     await split_between(settings, 1)
-    other = second_alerting(group_service, ca[1])
+    other = second_alerting(group_service, webhook_ca[1])
     try:
         found = await split_between(settings, 2)
         accounts = [

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,26 +19,12 @@ import trustme
 from infra.clock import now_ms
 from infra.kafka import ensure_topics
 from infra.settings import Settings
-from tests.receiver import Receiver, serving
+from tests.receiver import Receiver
 from tests.service import RunningService, create_account, isolated, settled, start_service
 from tests.topics import read_topic
 from tests.traffic import comparable, post_all, script, snapshot
 
 READY_AFTER_CRASH_S = 60.0
-
-
-@pytest.fixture(scope="module")
-def ca(tmp_path_factory: pytest.TempPathFactory) -> tuple[trustme.CA, Path]:
-    authority = trustme.CA()
-    path = tmp_path_factory.mktemp("ca") / "ca.pem"
-    authority.cert_pem.write_to_path(str(path))
-    return authority, path
-
-
-@pytest.fixture
-async def receiver(ca: tuple[trustme.CA, Path]) -> AsyncIterator[Receiver]:
-    async with serving(ca[0]) as hook:
-        yield hook
 
 
 def service_pids(service: RunningService) -> list[int]:
@@ -87,11 +72,11 @@ async def logged(service: RunningService) -> tuple[int, int]:
 
 @pytest.mark.timeout(420)  # a hang guard: three starts of a service and its broker
 async def test_stop_and_crash_keep_every_answer_key_alert_and_delivery(
-    tmp_path: Path, http: aiohttp.ClientSession, receiver: Receiver, ca: tuple[trustme.CA, Path]
+    tmp_path: Path, http: aiohttp.ClientSession, receiver: Receiver, webhook_ca: tuple[trustme.CA, Path]
 ) -> None:
     data_dir = tmp_path / "data"
     env = {
-        "CALLSCREEN_WEBHOOK_CA_FILE": str(ca[1]),
+        "CALLSCREEN_WEBHOOK_CA_FILE": str(webhook_ca[1]),
         "CALLSCREEN_WEBHOOK_ALLOW_PRIVATE": "1",
         # The receiver listens on a random loopback port.
         "CALLSCREEN_WEBHOOK_PORTS": "*",

@@ -30,19 +30,11 @@ from tests.topics import read_topic
 
 
 @pytest.fixture(scope="module")
-def certificates(tmp_path_factory: pytest.TempPathFactory) -> tuple[trustme.CA, Path]:
-    ca = trustme.CA()
-    path = tmp_path_factory.mktemp("tls") / "ca.pem"
-    ca.cert_pem.write_to_path(str(path))
-    return ca, path
-
-
-@pytest.fixture(scope="module")
 def hook_service(
-    kafka: str, tmp_path_factory: pytest.TempPathFactory, certificates: tuple[trustme.CA, Path]
+    kafka: str, tmp_path_factory: pytest.TempPathFactory, webhook_ca: tuple[trustme.CA, Path]
 ) -> Iterator[RunningService]:
     env = {
-        "CALLSCREEN_WEBHOOK_CA_FILE": str(certificates[1]),
+        "CALLSCREEN_WEBHOOK_CA_FILE": str(webhook_ca[1]),
         "CALLSCREEN_WEBHOOK_ALLOW_PRIVATE": "1",
         # The receiver listens on a random loopback port.
         "CALLSCREEN_WEBHOOK_PORTS": "*",
@@ -55,8 +47,8 @@ def hook_service(
 
 
 @pytest.fixture(scope="module")
-async def receiver(certificates: tuple[trustme.CA, Path]) -> AsyncIterator[Receiver]:
-    async with serving(certificates[0]) as hook:
+async def receiver(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Receiver]:
+    async with serving(webhook_ca[0]) as hook:
         yield hook
 
 

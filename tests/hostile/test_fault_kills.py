@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from domain.facts import CallDecided, decode_fact
 from infra.clock import now_ms
 from processors.faults import LOG_NAME, POINTS
 from tests.harness import Account, Harness
-from tests.receiver import Receiver, serving
+from tests.receiver import Receiver
 from tests.service import create_account, settled, start_service, wait_for_status
 from tests.topics import read_topic
 from tests.traffic import comparable, on_usage_day, script, snapshot
@@ -41,15 +40,6 @@ KILLS = int(os.environ.get("CALLSCREEN_TEST_FAULT_KILLS", "4"))
 EVERY = 15
 
 
-@pytest.fixture
-async def receiver(tmp_path: Path) -> AsyncIterator[tuple[Receiver, Path]]:
-    authority = trustme.CA()
-    ca_file = tmp_path / "ca.pem"
-    authority.cert_pem.write_to_path(str(ca_file))
-    async with serving(authority) as hook:
-        yield hook, ca_file
-
-
 def kills_logged(data_dir: Path) -> list[str]:
     log = data_dir / LOG_NAME
     return log.read_text().splitlines() if log.exists() else []
@@ -57,9 +47,9 @@ def kills_logged(data_dir: Path) -> list[str]:
 
 @pytest.mark.timeout(180 + 12 * KILLS)  # a hang guard: each kill costs a worker restart
 async def test_kills_at_every_step_lose_nothing_and_count_nothing_twice(
-    kafka: str, tmp_path: Path, http: aiohttp.ClientSession, receiver: tuple[Receiver, Path]
+    kafka: str, tmp_path: Path, http: aiohttp.ClientSession, receiver: Receiver, webhook_ca: tuple[trustme.CA, Path]
 ) -> None:
-    hook, ca_file = receiver
+    hook, ca_file = receiver, webhook_ca[1]
     data_dir = tmp_path / "data"
     env = {
         "CALLSCREEN_FAULTS": f"every={EVERY},limit={KILLS}",

@@ -30,19 +30,11 @@ PROBES = 10
 
 
 @pytest.fixture(scope="module")
-def ca(tmp_path_factory: pytest.TempPathFactory) -> tuple[trustme.CA, Path]:
-    authority = trustme.CA()
-    path = tmp_path_factory.mktemp("noisy-tls") / "ca.pem"
-    authority.cert_pem.write_to_path(str(path))
-    return authority, path
-
-
-@pytest.fixture(scope="module")
 def noisy_service(
-    kafka: str, tmp_path_factory: pytest.TempPathFactory, ca: tuple[trustme.CA, Path]
+    kafka: str, tmp_path_factory: pytest.TempPathFactory, webhook_ca: tuple[trustme.CA, Path]
 ) -> Iterator[RunningService]:
     env = {
-        "CALLSCREEN_WEBHOOK_CA_FILE": str(ca[1]),
+        "CALLSCREEN_WEBHOOK_CA_FILE": str(webhook_ca[1]),
         "CALLSCREEN_WEBHOOK_ALLOW_PRIVATE": "1",
         "CALLSCREEN_WEBHOOK_PORTS": "*",
         "CALLSCREEN_ALERTS_PER_MINUTE": str(PER_MINUTE),
@@ -54,8 +46,8 @@ def noisy_service(
 
 
 @pytest.fixture(scope="module")
-async def receiver(ca: tuple[trustme.CA, Path]) -> AsyncIterator[Receiver]:
-    async with serving(ca[0]) as hook:
+async def receiver(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Receiver]:
+    async with serving(webhook_ca[0]) as hook:
         yield hook
 
 

@@ -24,7 +24,7 @@ from alerting.resolver import NoPublicAddress, PublicResolver
 from callscreen.admin import Admin
 from infra.ports import free_port
 from infra.webhook_url import is_public
-from tests.receiver import Receiver, serving
+from tests.receiver import Receiver
 from tests.service import AccountKeys, RunningService, create_account
 from tests.test_webhooks import raise_rate_alert, until
 from tests.topics import read_topic
@@ -163,20 +163,6 @@ async def test_a_lookup_that_never_answers_times_out() -> None:
     assert time.monotonic() - started < 1.0
 
 
-@pytest.fixture(scope="module")
-def ca(tmp_path_factory: pytest.TempPathFactory) -> tuple[trustme.CA, Path]:
-    authority = trustme.CA()
-    path = tmp_path_factory.mktemp("ssrf-tls") / "ca.pem"
-    authority.cert_pem.write_to_path(str(path))
-    return authority, path
-
-
-@pytest.fixture
-async def receiver(ca: tuple[trustme.CA, Path]) -> AsyncIterator[Receiver]:
-    async with serving(ca[0]) as hook:
-        yield hook
-
-
 async def send(url: str, policy: Policy, ca_file: str = "", resolver: AbstractResolver | None = None) -> Outcome:
     """One delivery as the alerting role makes it: its TLS context and its resolver."""
     resolver = resolver or PublicResolver(2.0, policy.allow_private)
@@ -190,8 +176,8 @@ ANY_PORT_PUBLIC = Policy(timeout_s=8.0, ports="*", allow_private=False)
 DEFAULT_PORTS = Policy(timeout_s=8.0, ports="443,8443", allow_private=True)
 
 
-async def test_errors_are_coarse(receiver: Receiver, ca: tuple[trustme.CA, Path]) -> None:
-    ca_file = str(ca[1])
+async def test_errors_are_coarse(receiver: Receiver, webhook_ca: tuple[trustme.CA, Path]) -> None:
+    ca_file = str(webhook_ca[1])
     delivered = await send(f"{receiver.url}/ok/x", ANY_PORT_PRIVATE, ca_file)
     assert (delivered.delivered, delivered.status, delivered.error) == (True, 204, None)
     answered = await send(f"{receiver.url}/status/500/x", ANY_PORT_PRIVATE, ca_file)
@@ -212,9 +198,9 @@ async def test_errors_are_coarse(receiver: Receiver, ca: tuple[trustme.CA, Path]
 
 
 async def test_private_targets_and_other_ports_are_refused_before_connecting(
-    receiver: Receiver, ca: tuple[trustme.CA, Path]
+    receiver: Receiver, webhook_ca: tuple[trustme.CA, Path]
 ) -> None:
-    ca_file = str(ca[1])
+    ca_file = str(webhook_ca[1])
     port = receiver.url.rsplit(":", 1)[1]
     refused = [
         # A port the deployment does not allow, even on an address it does.
