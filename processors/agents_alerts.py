@@ -11,6 +11,7 @@ from domain.alerts import Alert
 from domain.billing import LastAlerted, PaymentFailed
 from domain.index import AlertEntry
 from domain.times import parse_ms
+from processors.dead_letters import POISON
 from processors.parts import Parts
 
 
@@ -24,7 +25,7 @@ def register(w: Parts) -> None:
             w.progress.folded("alerts", record)
             try:
                 store_alert(w, record)
-            except Exception as error:
+            except POISON as error:
                 await w.dead_letters.put("alerts", record, error, pending)
 
     @w.app.agent(w.topic("billing"), concurrency=1)
@@ -33,7 +34,7 @@ def register(w: Parts) -> None:
             replay = w.progress.folded("billing", record)
             try:
                 await fold_payment(w, record, pending, replay)
-            except Exception as error:
+            except POISON as error:
                 await w.dead_letters.put("billing", record, error, pending)
 
 

@@ -15,6 +15,7 @@ from domain.ids import derived_event_id
 from domain.index import CallEntry
 from infra.clock import now_ms
 from infra.kafka import partition_for
+from processors.dead_letters import POISON
 from processors.due import DueIndex
 from processors.parts import Parts
 
@@ -33,7 +34,7 @@ def register(w: Parts) -> None:
         async for record, pending in w.commits.folds(stream, "events"):
             try:
                 await fold_event(w, events, record, pending, due_calls)
-            except Exception as error:
+            except POISON as error:
                 await w.dead_letters.put("events", record, error, pending)
 
     @w.app.timer(w.settings.silent_sweep_s, on_leader=False)

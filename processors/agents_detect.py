@@ -16,6 +16,7 @@ from domain.detectors import Echo, NumberWindow
 from domain.facts import NumberTick, decode_fact
 from domain.ids import derived_event_id
 from infra.clock import now_ms
+from processors.dead_letters import POISON
 from processors.due import DueIndex
 from processors.parts import Parts
 
@@ -34,7 +35,7 @@ def register(w: Parts) -> None:
             replay = w.progress.folded("decisions", record)
             try:
                 await observe(w, record, pending, replay, due_numbers)
-            except Exception as error:
+            except POISON as error:
                 await w.dead_letters.put("decisions", record, error, pending)
             w.barrier.detector_folded(record.message.partition, record.message.offset)
 

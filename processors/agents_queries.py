@@ -7,6 +7,7 @@ from typing import Any
 from domain import queries
 from domain.alerts import Alert
 from domain.calls import Stored
+from processors.dead_letters import POISON
 from processors.parts import Parts
 
 
@@ -27,7 +28,7 @@ def register(w: Parts) -> None:
             try:
                 question = queries.decode_question(record.value)
                 status, body = queries.answer(question, record.message.partition, reads, w.rules)
-            except Exception as error:
+            except POISON as error:
                 await w.dead_letters.put("queries", record, error, pending)
                 continue
             await w.replies.reply(record, status, body)

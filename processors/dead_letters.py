@@ -1,6 +1,10 @@
 """Per-record isolation: a record a fold cannot handle goes to the `dead_letters` topic with the reason,
 and is acknowledged like any other, so it neither crashes the worker nor holds its partition's commits.
 
+Only errors the record itself causes are set aside (`POISON`: it does not decode, or folding it would
+build a value over the bound), since they come back on every refold. Anything else, such as a broker or
+table that is not ready yet, still stops the worker, whose restart folds the record again.
+
 The dead letter names where the record was (topic, partition, offset) and why, never its value: the
 record itself stays in its topic for whoever mends the fold and replays it.
 """
@@ -10,12 +14,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import msgspec
+import orjson
+
 from infra.clock import now_ms
 from processors.appender import Appender
 from processors.metrics import WorkerMetrics
+from processors.tables import ValueTooLarge
 
 log = logging.getLogger(__name__)
 MAX_REASON = 200
+POISON: tuple[type[Exception], ...] = (msgspec.DecodeError, orjson.JSONDecodeError, UnicodeDecodeError, ValueTooLarge)
 
 
 class DeadLetters:
