@@ -9,6 +9,7 @@ is TwiML too: `ingest.app` turns the edge's errors on these paths into `<Reject/
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import time
 import uuid
@@ -37,6 +38,7 @@ PREFIX = "/v1/gate/"
 SIGNATURE = "X-Twilio-Signature"
 # One key is asked for; a longer `Digits` is kept short, as wrong.
 MAX_DIGITS = 8
+KEYPAD = re.compile(r"[0-9*#]*")
 
 
 def is_gate_path(path: str) -> bool:
@@ -176,6 +178,11 @@ async def incoming(request: web.Request) -> web.Response:
     return await forward(request, call, str(answer["score"]), answer["action"])
 
 
+def keys_pressed(digits: str) -> str:
+    """The keys as the log keeps them; anything a keypad cannot send reads as `#`, a wrong key."""
+    return digits[:MAX_DIGITS] if KEYPAD.fullmatch(digits[:MAX_DIGITS]) else "#"
+
+
 def call_sid(form: Mapping[str, str]) -> str:
     sid = form.get("CallSid", "")
     if not sid:
@@ -194,7 +201,7 @@ async def challenge(request: web.Request) -> web.Response:
         at=at,
         received_at=at,
         plan=call.account.plan,
-        digits=call.form.get("Digits", "")[:MAX_DIGITS],
+        digits=keys_pressed(call.form.get("Digits", "")),
     )
     reply = await asked(request, call, event)
     if reply is None:
