@@ -7,16 +7,13 @@ resolve and a closed port all read `refused`, so an account cannot use its webho
 
 from __future__ import annotations
 
-import ipaddress
-import ssl
 import time
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 import aiohttp
 
 from alerting.signing import signature_header
-from infra.webhook_url import DEFAULT_PORT, is_public, port_allowed
+from infra.webhook_url import target_allowed
 
 TIMEOUT = "timeout"
 REFUSED = "refused"
@@ -40,31 +37,6 @@ class Policy:
     allow_private: bool
 
 
-def tls_context(ca_file: str) -> ssl.SSLContext:
-    """System trust, plus the deployment's extra CA file when it names one; verification always on."""
-    context = ssl.create_default_context()
-    if ca_file:
-        context.load_verify_locations(ca_file)
-    return context
-
-
-def target_allowed(url: str, policy: Policy) -> bool:
-    """The checks a resolver cannot make: the port, and an IP literal (aiohttp connects to those unresolved)."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port or DEFAULT_PORT
-    except ValueError:
-        return False
-    if parts.scheme != "https" or not host or not port_allowed(port, policy.ports):
-        return False
-    try:
-        literal = ipaddress.ip_address(host)
-    except ValueError:
-        return True
-    return policy.allow_private or is_public(str(literal))
-
-
 async def deliver(session: aiohttp.ClientSession, url: str, body: bytes, secrets: list[str], policy: Policy) -> Outcome:
     """POST the body exactly as signed; one attempt, no retries. The session's resolver drops private
     addresses (alerting.resolver)."""
@@ -73,7 +45,7 @@ async def deliver(session: aiohttp.ClientSession, url: str, body: bytes, secrets
     def elapsed() -> int:
         return int((time.monotonic() - started) * 1000)
 
-    if not target_allowed(url, policy):
+    if not target_allowed(url, policy.ports, policy.allow_private):
         return Outcome(False, None, REFUSED, elapsed())
     headers = {
         "Content-Type": "application/json",

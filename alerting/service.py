@@ -27,10 +27,9 @@ import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
-from alerting.delivery import Policy, deliver, tls_context
+from alerting.delivery import Policy, deliver
 from alerting.metrics import AlertingMetrics, outcome_label
 from alerting.offsets import ReadOffsets
-from alerting.resolver import PublicResolver
 from domain.accounts import Account, AccountsView, apply
 from domain.alert_budget import AlertBudget
 from domain.fairness import FairQueues
@@ -39,8 +38,10 @@ from infra.clock import now_ms
 from infra.follow import TopicFollower
 from infra.kafka import make_consumer, make_producer, partitions
 from infra.metrics import record_lag, serve
+from infra.resolver import PublicResolver
 from infra.sealing import Sealer, sealer_for
 from infra.settings import Settings
+from infra.webhook_url import tls_context
 
 log = logging.getLogger("callscreen.alerting")
 

@@ -2,8 +2,9 @@
 returns what to print.
 
 A new signing secret is shown to its owner here, once, so this process seals it before the record is
-appended, and opens it again for `secret show`: admin commands that touch a signing secret need the
-deployment's secret key (infra/sealing.py); the others never read it.
+appended, and opens it again for `secret show`; a gate's carrier auth token is sealed the same way. Admin
+commands that touch a signing secret or a carrier auth token need the deployment's secret key
+(infra/sealing.py); the others never read it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from infra.follow import TopicFollower
 from infra.kafka import make_producer
 from infra.sealing import Sealer, sealer_for
 from infra.settings import Settings
+from infra.webhook_url import refusal
+
+# Record fields that hold a secret needed back in plain text: sealed before they are appended.
+SEALED = ("signing_secret", "carrier_auth_token")
 
 
 @dataclass
@@ -57,8 +62,9 @@ class Admin:
 
     async def change(self, change: commands.Change) -> dict[str, Any]:
         record = change.record
-        if "signing_secret" in record:
-            record = {**record, "signing_secret": self.sealer().seal(record["signing_secret"])}
+        for name in SEALED:
+            if record.get(name):
+                record = {**record, name: self.sealer().seal(record[name])}
         await self.append(record)
         return change.shown
 
@@ -82,6 +88,32 @@ class Admin:
 
     async def trusted(self, action: str, account_id: str, number: str) -> dict[str, Any]:
         return await self.change(commands.trust(self.account(account_id), action == "add", number))
+
+    async def gate_set(
+        self,
+        account_id: str,
+        number: str,
+        forward_url: str | None = None,
+        review: str | None = None,
+        unavailable: str | None = None,
+        carrier_auth_token: str | None = None,
+        hang_up_suspicious: bool | None = None,
+    ) -> dict[str, Any]:
+        """A number's gate settings; the forward URL must be a place a webhook could go (docs/api.md)."""
+        if forward_url is not None:
+            settings = self.settings
+            why = await refusal(
+                forward_url,
+                settings.webhook_allow_private,
+                settings.webhook_ports,
+                settings.webhook_dns_timeout_s,
+            )
+            if why is not None:
+                raise commands.Refused("invalid_forward_url", reason=why)
+        change = commands.set_gate(
+            self.account(account_id), number, forward_url, review, unavailable, carrier_auth_token, hang_up_suspicious
+        )
+        return await self.change(change)
 
     async def secret_show(self, account_id: str) -> dict[str, Any]:
         stored = commands.existing(self.account(account_id)).signing_secret

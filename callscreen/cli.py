@@ -64,6 +64,21 @@ def parser() -> argparse.ArgumentParser:
     rotate.add_argument("--number")
     _common(rotate)
 
+    gate = command("gate", "the carrier gate in front of a protected number").add_subparsers(
+        dest="action", required=True
+    )
+    gate_set = gate.add_parser("set")
+    gate_set.add_argument("--account", required=True)
+    gate_set.add_argument("--number", required=True)
+    gate_set.add_argument("--forward-url", dest="forward_url", help="https: the platform's own voice URL")
+    gate_set.add_argument("--review", choices=["challenge", "forward"])
+    gate_set.add_argument("--unavailable", choices=["forward", "reject"])
+    gate_set.add_argument(
+        "--carrier-auth-token", dest="carrier_auth_token", help="verify X-Twilio-Signature with it; '' clears it"
+    )
+    gate_set.add_argument("--hang-up-suspicious", dest="hang_up_suspicious", choices=["on", "off"])
+    _common(gate_set)
+
     plan = command("plan", "plans").add_subparsers(dest="action", required=True)
     plan_set = plan.add_parser("set")
     plan_set.add_argument("--account", required=True)
@@ -141,6 +156,17 @@ def admin_call(args: argparse.Namespace) -> Callable[[Admin], Awaitable[dict[str
         return lambda a: a.token_rotate(args.account, args.kind, args.number)
     if command == "plan":
         return lambda a: a.plan_set(args.account, args.plan)
+    if command == "gate":
+        hang_up = None if args.hang_up_suspicious is None else args.hang_up_suspicious == "on"
+        return lambda a: a.gate_set(
+            args.account,
+            args.number,
+            args.forward_url,
+            args.review,
+            args.unavailable,
+            args.carrier_auth_token,
+            hang_up,
+        )
     if command == "trusted":
         return lambda a: a.trusted(action, args.account, args.number)
     if command == "billing":
@@ -179,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = recorded_broker(settings)
         result = asyncio.run(run_admin(settings, admin_call(args)))
     except Refused as exc:
-        sys.stderr.write(orjson.dumps({"error": str(exc)}).decode() + "\n")
+        sys.stderr.write(orjson.dumps({"error": str(exc), **exc.context}).decode() + "\n")
         return 1
     except SecretKeyProblem as exc:
         sys.stderr.write(orjson.dumps({"error": "secret_key", "detail": str(exc)}).decode() + "\n")

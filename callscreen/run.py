@@ -116,7 +116,7 @@ async def print_demo(settings: Settings) -> None:
         async with Admin(settings) as admin:
             created = await admin.account_create("guard", "demo")
     except SecretKeyProblem as exc:
-        # `--role edge --demo` holds no key unless given one: the edge itself never needs it.
+        # `--role edge --demo` holds no key unless given one: the edge needs it only for carrier auth tokens.
         print(f"no demo account: {exc}", file=sys.stderr, flush=True)
         return
     base = f"http://{settings.host}:{settings.port}"

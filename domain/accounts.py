@@ -16,6 +16,19 @@ from domain.times import format_ms
 
 PLANS = ("watch", "guard")
 SCOPES = ("full", "read")
+GATE_REVIEW = ("challenge", "forward")
+GATE_UNAVAILABLE = ("forward", "reject")
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A protected number's carrier gate (docs/api.md, The carrier gate); the auth token stays sealed."""
+
+    forward_url: str | None = None
+    review: str = "challenge"
+    unavailable: str = "forward"
+    carrier_auth_token: str = ""
+    hang_up_suspicious: bool = False
 
 
 @dataclass(frozen=True)
@@ -36,6 +49,7 @@ class Account:
     keys: dict[str, ApiKey] = field(default_factory=dict)
     ingest_token_digest: str = ""
     gate_token_digests: dict[str, str] = field(default_factory=dict)
+    gates: dict[str, Gate] = field(default_factory=dict)
     signing_secret: str = ""
     previous_secret: str = ""
     previous_secret_until: str = ""
@@ -50,6 +64,7 @@ class AccountsView:
     accounts: dict[str, Account] = field(default_factory=dict)
     key_index: dict[str, tuple[str, str]] = field(default_factory=dict)
     token_index: dict[str, str] = field(default_factory=dict)
+    gate_index: dict[str, tuple[str, str]] = field(default_factory=dict)
     applied: int = 0
 
     def by_key_digest(self, key_digest: str) -> tuple[Account, ApiKey] | None:
@@ -70,6 +85,19 @@ class AccountsView:
         if not same_digest(account.ingest_token_digest, token_digest):
             return None
         return account
+
+    def by_gate_digest(self, token_digest: str) -> tuple[Account, str] | None:
+        """The account and protected number a gate token opens, while it is that number's current token."""
+        found = self.gate_index.get(token_digest)
+        if found is None:
+            return None
+        account = self.accounts[found[0]]
+        if not same_digest(account.gate_token_digests.get(found[1], ""), token_digest):
+            return None
+        return account, found[1]
+
+
+GATE_FIELDS = tuple(f.name for f in dataclasses.fields(Gate))
 
 
 def stamp(record: dict[str, Any], now_ms: int) -> dict[str, Any]:
@@ -106,6 +134,11 @@ def evolve(account: Account | None, record: dict[str, Any]) -> Account | None:
             gates = {**account.gate_token_digests, record["number"]: record["digest"]}
             return dataclasses.replace(account, gate_token_digests=gates)
         return dataclasses.replace(account, ingest_token_digest=record["digest"])
+    if kind == "gate.set":
+        number = record["number"]
+        before = account.gates.get(number, Gate())
+        changed = {name: record[name] for name in GATE_FIELDS if name in record}
+        return dataclasses.replace(account, gates={**account.gates, number: dataclasses.replace(before, **changed)})
     if kind == "plan.set":
         return dataclasses.replace(account, plan=record["plan"])
     if kind == "trusted.added":
@@ -142,4 +175,10 @@ def apply(view: AccountsView, record: dict[str, Any]) -> None:
     if before is not None and before.ingest_token_digest != after.ingest_token_digest:
         view.token_index.pop(before.ingest_token_digest, None)
     view.token_index[after.ingest_token_digest] = account_id
+    if before is not None:
+        for number, old in before.gate_token_digests.items():
+            if after.gate_token_digests.get(number) != old:
+                view.gate_index.pop(old, None)
+    for number, digest in after.gate_token_digests.items():
+        view.gate_index[digest] = (account_id, number)
     view.applied += 1

@@ -15,8 +15,10 @@ import msgspec
 
 from domain import live
 from domain.alerts import Alert, make_alert
-from domain.events import AnyEvent, CallEnded, CallStarted, Tick, Turn
+from domain.events import AnyEvent, CallEnded, CallStarted, GatePressed, Tick, Turn
 from domain.facts import CallDecided, CallRefused, CallSettled, Cap, Fact, PointsCharged, PublicBlock, ScoreResult
+from domain.gate import GATE_ENDED, GATE_FAIL, GATE_PASS, GATE_REJECTED, GATE_TIMEOUT, SOURCE
+from domain.ids import derived_event_id
 from domain.rules import DAY_MS, MIN_MS, SECOND_MS, Rules, ScoringRules
 from domain.scoring import Ending, History, Signals, prior_of, score_start, settle_spam_score, thresholds
 from domain.times import format_ms
@@ -59,6 +61,11 @@ class CallState(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag
     live: live.LiveState = msgspec.field(default_factory=live.LiveState)
     long_running_raised: bool = False
     raised: list[Raised] = msgspec.field(default_factory=list)
+    # The gate's challenge digit for a call the carrier reported, and whether the caller pressed it.
+    gate_digit: str | None = None
+    gate_passed: bool = False
+    # Which source's end closed the record (`api`, or `gate` for the carrier's status callback).
+    ended_by: str | None = None
 
     @property
     def answer(self) -> ScoreResult:
@@ -120,6 +127,8 @@ def fold(state: Stored | None, event: AnyEvent, context: StartContext, rules: Ru
             return Outcome(late.status, {"error": late.code, **late.context})
     if isinstance(event, CallEnded):
         return end(state, event, rules)
+    if isinstance(event, GatePressed):
+        return pressed(state, event, rules)
     if isinstance(event, Tick | Turn):
         return turn(state, event, rules)
     return Outcome(400, {"error": "invalid_type"})
@@ -131,7 +140,7 @@ def start(state: CallState | None, event: CallStarted, context: StartContext, ru
     if context.decided is not None:
         # Decided before (a refold after a crash): rebuild the record from the fact, never re-decide.
         decided = context.decided
-        return Outcome(200, decided.answer, state=new_call(event, decided), facts=[decided])
+        return gated_start(event, new_call(event, decided), [decided], rules)
     if context.refused is not None:
         # Refused before: the same answer and, again, its fact.
         return Outcome(context.refused.status, context.refused.body, facts=[context.refused])
@@ -175,19 +184,37 @@ def start(state: CallState | None, event: CallStarted, context: StartContext, ru
         received_at=event.received_at or event.at,
         answer=answer,
     )
-    return Outcome(200, answer, state=new_call(event, decided), facts=[decided])
+    return gated_start(event, new_call(event, decided), [decided], rules)
+
+
+def gated_start(event: CallStarted, call: CallState, facts: list[Fact], rules: Rules) -> Outcome:
+    """A start's outcome; a call the gate rejects ends there, with reason `rejected`."""
+    if event.gate_digit is None:
+        return Outcome(200, call.answer, state=call, facts=facts)
+    if call.answer.action == "reject":
+        call = close(call, derived_event_id(GATE_REJECTED, event.id), event.at, GATE_REJECTED, SOURCE, rules)
+        facts = [*facts, *settled_facts(call, rules, event.received_at)]
+    return Outcome(200, gate_body(call, call.answer), state=call, facts=facts)
+
+
+def gate_body(call: CallState, answer: ScoreResult) -> dict[str, Any]:
+    """What the gate's edge needs: the score's answer, the challenge digit, and whether the call is over."""
+    return {"answer": answer, "digit": call.gate_digit, "state": call.state}
 
 
 def second_start(state: CallState, event: CallStarted) -> Outcome:
     """The same start again (a retry, or a refold), or the same call from its other source."""
+    gated = event.gate_digit is not None
     if event.id == state.decision.id:
-        return Outcome(200, state.answer, facts=[state.decision])
+        return Outcome(200, gate_body(state, state.answer) if gated else state.answer, facts=[state.decision])
     answer = msgspec.structs.replace(state.answer, call_id=event.call_id, duplicate=True)
     if event.call_id == state.call_id:
-        return Outcome(200, answer)
+        return Outcome(200, gate_body(state, answer) if gated else answer)
     # The platform and its carrier both reported this call: one record, the later source merged in.
     merged = merge_report(state, event.cost, event.cost_breakdown, event.attrs, fill_only=True)
-    return Outcome(200, answer, state=merged)
+    if gated and merged.gate_digit is None:
+        merged = msgspec.structs.replace(merged, gate_digit=event.gate_digit)
+    return Outcome(200, gate_body(merged, answer) if gated else answer, state=merged)
 
 
 def refuse(event: CallStarted, status: int, body: dict[str, Any]) -> Outcome:
@@ -256,6 +283,7 @@ def new_call(event: CallStarted, decided: CallDecided) -> CallState:
         capped=answer.capped,
         spam_score=None if answer.capped else round(answer.score * 100),
         decision=decided,
+        gate_digit=event.gate_digit,
     )
 
 
@@ -287,25 +315,62 @@ def end(state: CallState, event: CallEnded, rules: Rules) -> Outcome:
         if state.end_id == event.id:
             # The same end folded again (a crash before its fact landed): the same answer and fact.
             return Outcome(200, body, facts=settled_facts(state, rules))
+        if event.source != state.ended_by:
+            # The other source's end (the carrier's status callback, or the platform's): its cost and
+            # attrs merge in; the record stays closed as the first end settled it.
+            merged = merge_report(state, event.cost, event.cost_breakdown, event.attrs)
+            return Outcome(200, {**body, "duplicate": True}, state=merged)
         return Outcome(200, {**body, "duplicate": True})
     call = merge_report(state, event.cost, event.cost_breakdown, event.attrs)
-    duration = max(0, round((event.at - call.started_at) / SECOND_MS))
+    call = close(call, event.id, event.at, event.reason, event.source, rules, event.duration_s)
+    body = {"call_id": call.call_id, "duration_s": call.duration_s, "spam_score": call.spam_score}
+    return Outcome(200, body, state=call, facts=settled_facts(call, rules, event.received_at))
+
+
+def close(
+    call: CallState,
+    end_id: str,
+    at: int,
+    reason: str,
+    ended_by: str,
+    rules: Rules,
+    duration_s: int | None = None,
+) -> CallState:
+    """The record closed: its end, and its spam score settled from its length (the carrier's, when it
+    gave one) and its turns."""
+    duration = duration_s if duration_s is not None else max(0, round((at - call.started_at) / SECOND_MS))
     ending = Ending(
         duration_s=duration,
-        answered=event.reason not in NOT_ANSWERED,
+        answered=reason not in NOT_ANSWERED,
         machine_inbound=call.direction == "inbound" and call.attrs.get("answered_by") == "machine_start",
     )
-    call = msgspec.structs.replace(
+    return msgspec.structs.replace(
         call,
-        ended_at=event.at,
-        end_id=event.id,
-        reason=event.reason,
+        ended_at=at,
+        end_id=end_id,
+        reason=reason,
         state="ended",
+        ended_by=ended_by,
         duration_s=duration,
         spam_score=spam_score(call, rules, ending),
     )
-    body = {"call_id": call.call_id, "duration_s": duration, "spam_score": call.spam_score}
-    return Outcome(200, body, state=call, facts=settled_facts(call, rules, event.received_at))
+
+
+def pressed(state: CallState, event: GatePressed, rules: Rules) -> Outcome:
+    """The caller's answer to the gate's challenge: the right digit passes; a wrong one ends the call
+    `gate_fail` (its settled fact raises `caller.rate_exceeded` with `gate: "failed"`); none, `gate_timeout`."""
+    if state.gate_digit is None:
+        return Outcome(404, {"error": "unknown_call"})
+    if state.state == "ended":
+        if state.end_id == event.id:
+            return Outcome(200, {"result": state.reason}, facts=settled_facts(state, rules))
+        return Outcome(200, {"result": GATE_ENDED})
+    if state.gate_passed or event.digits == state.gate_digit:
+        call = msgspec.structs.replace(state, gate_passed=True)
+        return Outcome(200, {"result": GATE_PASS, "answer": call.answer}, state=call)
+    reason = GATE_TIMEOUT if not event.digits else GATE_FAIL
+    call = close(state, event.id, event.at, reason, SOURCE, rules, duration_s=0)
+    return Outcome(200, {"result": reason}, state=call, facts=settled_facts(call, rules, event.received_at))
 
 
 def settled_facts(call: CallState, rules: Rules, received_at: int | None = None) -> list[Fact]:
@@ -324,6 +389,7 @@ def settled_facts(call: CallState, rules: Rules, received_at: int | None = None)
         quiet=call.quiet,
         flags=list(call.live.flags),
         received_at=received_at or call.ended_at,
+        reason=call.reason,
     )
     facts: list[Fact] = [settled]
     if call.live.flags and not call.quiet:

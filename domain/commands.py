@@ -2,17 +2,19 @@
 accounts topic, and what to show the person. Refusals raise `Refused` with the code to print.
 
 Credentials are made here and shown once; the record carries only their digests (docs/api.md,
-Credentials), except the signing secret, which the alerting role needs back: it leaves here in plain
-text, and the process that appends the record seals it first (README, Secrets at rest).
+Credentials), except the signing secret and a gate's carrier auth token, which are needed back: they
+leave here in plain text, and the process that appends the record seals them first (README, Secrets at
+rest).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from domain import ids
-from domain.accounts import PLANS, SCOPES, Account
+from domain.accounts import GATE_REVIEW, GATE_UNAVAILABLE, PLANS, SCOPES, Account, Gate
 from domain.phone import normalise
 from domain.rules import DAY_MS
 from domain.times import format_ms
@@ -22,7 +24,11 @@ SECRET_OVERLAP_MS = DAY_MS
 
 
 class Refused(Exception):
-    """A change that cannot be made; its message is the `error` code."""
+    """A change that cannot be made; its message is the `error` code, `context` what else to print."""
+
+    def __init__(self, code: str, **context: Any) -> None:
+        super().__init__(code)
+        self.context = context
 
 
 @dataclass(frozen=True)
@@ -135,3 +141,45 @@ def rotate_secret(account: Account | None, now_ms: int) -> Change:
         "previous_valid_until": until,
     }
     return Change(record, {"signing_secret": secret, "previous_valid_until": until})
+
+
+def set_gate(
+    account: Account | None,
+    number: str,
+    forward_url: str | None = None,
+    review: str | None = None,
+    unavailable: str | None = None,
+    carrier_auth_token: str | None = None,
+    hang_up_suspicious: bool | None = None,
+) -> Change:
+    """A number's gate settings; only the ones given change. The forward URL is checked by the caller,
+    which can resolve it (docs/api.md, The carrier gate)."""
+    found = existing(account)
+    e164 = normalise(number)
+    if e164 is None:
+        raise Refused("invalid_number")
+    if review is not None and review not in GATE_REVIEW:
+        raise Refused("invalid_review")
+    if unavailable is not None and unavailable not in GATE_UNAVAILABLE:
+        raise Refused("invalid_unavailable")
+    if hang_up_suspicious and found.plan != "guard":
+        raise Refused("plan_required")
+    given: dict[str, Any] = {
+        "forward_url": forward_url,
+        "review": review,
+        "unavailable": unavailable,
+        "carrier_auth_token": carrier_auth_token,
+        "hang_up_suspicious": hang_up_suspicious,
+    }
+    changed: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
+    gate = dataclasses.replace(found.gates.get(e164, Gate()), **changed)
+    shown = {
+        "number": e164,
+        "forward_url": gate.forward_url,
+        "review": gate.review,
+        "unavailable": gate.unavailable,
+        # Whether one is set, never the token itself.
+        "carrier_auth_token": bool(gate.carrier_auth_token),
+        "hang_up_suspicious": gate.hang_up_suspicious,
+    }
+    return Change({"kind": "gate.set", "account_id": found.id, "number": e164, **changed}, shown)

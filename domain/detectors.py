@@ -15,6 +15,7 @@ import msgspec
 
 from domain.alerts import Alert, callers_named, make_alert
 from domain.facts import AnyFact, BlockPlaced, CallDecided, CallSettled, Fact, NumberTick, PatternActive, PointsCharged
+from domain.gate import GATE_FAIL
 from domain.rules import DAY_MS, HOUR_MS, MIN_MS, DetectorRules, ScoringRules
 
 SEEN_KEEP = 500
@@ -463,12 +464,36 @@ def volume_spike(w: _Working, fact: CallDecided, rules: DetectorRules) -> list[D
 
 
 def _settled(w: _Working, fact: CallSettled, rules: DetectorRules) -> list[Detection]:
+    found = gate_failed(w, fact, rules)
     if not fact.cost:
+        return found
+    return found + spend_exceeded(w, fact, rules)
+
+
+def gate_failed(w: _Working, fact: CallSettled, rules: DetectorRules) -> list[Detection]:
+    """A caller who pressed the wrong key at the gate: `caller.rate_exceeded` with `gate: "failed"`, and a
+    block, as for too many calls (one subject, so one cooldown)."""
+    if fact.reason != GATE_FAIL:
         return []
+    count = sum(1 for e in _window(w, fact.at, rules.rate_window_min) if e.caller == fact.caller)
+    data = {
+        "number": fact.number,
+        "caller": fact.caller,
+        "call_id": fact.call_id,
+        "count": count,
+        "window_min": rules.rate_window_min,
+        "gate": "failed",
+    }
+    subject = f"{fact.caller}|{fact.number}"
+    return [Detection("caller.rate_exceeded", subject, fact.at, data, blocks=[fact.caller])]
+
+
+def spend_exceeded(w: _Working, fact: CallSettled, rules: DetectorRules) -> list[Detection]:
+    cost = fact.cost or 0.0
     at = fact.at
     hour = at - at % HOUR_MS
     bucket = w.spend.get(hour, SpendHour(0.0, 0))
-    bucket = SpendHour(round(bucket.spend + fact.cost, 6), bucket.calls + 1)
+    bucket = SpendHour(round(bucket.spend + cost, 6), bucket.calls + 1)
     w.spend[hour] = bucket
     oldest = at - (rules.baseline_days + 1) * DAY_MS
     w.spend = {h: b for h, b in w.spend.items() if h > oldest}

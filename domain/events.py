@@ -50,6 +50,9 @@ class CallStarted(Event, frozen=True, kw_only=True, tag="call.started"):
     attrs: dict[str, Any] = msgspec.field(default_factory=dict)
     provider_call_id: str | None = None
     trusted: bool = False
+    # The gate's keypress challenge digit, drawn by the edge for a call the carrier reported; it lives in
+    # the call's state and is never in a URL (docs/api.md, The carrier gate).
+    gate_digit: str | None = None
 
 
 class CallEnded(Event, frozen=True, kw_only=True, tag="call.ended"):
@@ -58,6 +61,15 @@ class CallEnded(Event, frozen=True, kw_only=True, tag="call.ended"):
     cost_breakdown: dict[str, float] | None = None
     attrs: dict[str, Any] = msgspec.field(default_factory=dict)
     provider_call_id: str | None = None
+    # `gate` for the carrier's status callback, whose duration is the carrier's own.
+    source: str = "api"
+    duration_s: int | None = None
+
+
+class GatePressed(Event, frozen=True, kw_only=True, tag="gate.pressed"):
+    """The caller's answer to the gate's challenge: the keys pressed, empty when none."""
+
+    digits: str = ""
 
 
 class Turn(Event, frozen=True, kw_only=True, omit_defaults=True):
@@ -91,7 +103,7 @@ class Tick(Event, frozen=True, kw_only=True, tag="tick", omit_defaults=True):
     """The sweep's look at an open call: silence and length can trip a rule with no event of the call."""
 
 
-AnyEvent = CallStarted | CallEnded | TurnStarted | TurnEnded | Interruption | Transcript | Tick
+AnyEvent = CallStarted | CallEnded | TurnStarted | TurnEnded | Interruption | Transcript | Tick | GatePressed
 TURN_TYPES = ("turn.started", "turn.ended", "interruption", "transcript")
 
 _decoder = msgspec.json.Decoder(AnyEvent)

@@ -103,6 +103,8 @@ class CallSettled(Fact, frozen=True, kw_only=True, tag="call.settled"):
     quiet: bool
     flags: list[str] = msgspec.field(default_factory=list)
     received_at: int = 0
+    # Why it ended; `gate_fail` raises `caller.rate_exceeded` with `gate: "failed"`.
+    reason: str | None = None
 
 
 class BlockPlaced(Fact, frozen=True, kw_only=True, tag="block.placed"):

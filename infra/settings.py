@@ -107,6 +107,14 @@ class Settings:
     webhook_queue_limit: int = 1000
     # Alerts one account may have delivered per minute of their `created_at`; past it `rate_limited`.
     alerts_per_minute: int = 60
+    # The carrier gate (docs/api.md, The carrier gate). `public_url` is the scheme and host the carrier
+    # reaches the edge by (`https://screen.example.com`), when a TLS terminator or proxy stands between:
+    # X-Twilio-Signature signs the URL the carrier called. Empty: the URL the edge received.
+    public_url: str = ""
+    # A forward to the platform's voice URL: no answer within this many seconds counts as failed.
+    gate_forward_timeout_s: float = 10.0
+    # Seconds the carrier waits for the challenge's keypress.
+    gate_challenge_timeout_s: int = 6
     # Fault injection for the kill tests (processors/faults.py): "every=N,limit=M"; empty in production.
     faults: str = ""
     # The deployment key that seals webhook signing secrets on the accounts topic (infra/sealing.py):

@@ -1,11 +1,12 @@
-"""Which alert webhook URLs an account may set (docs/api.md, Alert delivery): https, an allowed port, and
-public addresses unless the deployment allows private ones."""
+"""Where the service may send outbound requests (alert webhooks, the gate's forwards; docs/api.md, Alert
+delivery): https, an allowed port, and public addresses unless the deployment allows private ones."""
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
 import socket
+import ssl
 from urllib.parse import urlsplit
 
 ANY_PORT = "*"
@@ -60,6 +61,31 @@ def port_allowed(port: int, allowed: str) -> bool:
     if allowed.strip() == ANY_PORT:
         return True
     return port in {int(p) for p in allowed.split(",") if p.strip()}
+
+
+def tls_context(ca_file: str) -> ssl.SSLContext:
+    """System trust, plus the deployment's extra CA file when it names one; verification always on."""
+    context = ssl.create_default_context()
+    if ca_file:
+        context.load_verify_locations(ca_file)
+    return context
+
+
+def target_allowed(url: str, ports: str, allow_private: bool) -> bool:
+    """The checks a resolver cannot make: the port, and an IP literal (aiohttp connects to those unresolved)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port or DEFAULT_PORT
+    except ValueError:
+        return False
+    if parts.scheme != "https" or not host or not port_allowed(port, ports):
+        return False
+    try:
+        literal = ipaddress.ip_address(host)
+    except ValueError:
+        return True
+    return allow_private or is_public(str(literal))
 
 
 async def refusal(url: object, allow_private: bool, ports: str, dns_timeout_s: float) -> str | None:

@@ -13,7 +13,7 @@ from prometheus_client import start_http_server
 
 from domain.validation import InputError
 from infra.settings import Settings
-from ingest import routes_account, routes_events, routes_ops, routes_reads
+from ingest import routes_account, routes_events, routes_gate, routes_ops, routes_reads, twiml
 from ingest.errors import ApiError
 from ingest.kafka_log import KafkaLog
 from ingest.log import Log
@@ -38,7 +38,8 @@ def request_id_of(request: web.Request) -> str:
 
 @web.middleware
 async def errors_and_metrics(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every failure as JSON, every request counted and timed, one log line with a request id."""
+    """Every failure as JSON (TwiML on the gate's paths), every request counted and timed, one log line with a
+    request id."""
     started = time.perf_counter()
     request_id = request_id_of(request)
     try:
@@ -62,6 +63,17 @@ async def errors_and_metrics(request: web.Request, handler: Handler) -> web.Stre
     except Exception:
         log.exception("unhandled error", extra={"request_id": request_id})
         response = ApiError(500, "internal").response()
+    if (
+        response.status >= 400
+        and response.content_type != twiml.CONTENT_TYPE
+        and routes_gate.is_gate_path(request.path)
+    ):
+        # The carrier reads TwiML only: its errors are `<Reject/>` with the same status and headers.
+        refusal = twiml.reject(response.status)
+        for name in ("Retry-After", "Allow"):
+            if name in response.headers:
+                refusal.headers[name] = response.headers[name]
+        response = refusal
     response.headers["X-Request-Id"] = request_id
     elapsed = time.perf_counter() - started
     route = route_name(request)
@@ -108,5 +120,6 @@ def init_app(settings: Settings, connection: Log | None = None) -> web.Applicati
     routes_ops.add_routes(app)
     routes_account.add_routes(app)
     routes_events.add_routes(app)
+    routes_gate.add_routes(app)
     routes_reads.add_routes(app)
     return app

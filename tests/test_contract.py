@@ -8,6 +8,7 @@ and every response must be documented: no 5xx, a declared status code, content t
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from callscreen.admin import Admin
 from tests.service import AccountKeys, RunningService
 from tests.test_alerts import Traffic
 
@@ -50,6 +52,9 @@ OPERATIONS = {
     "GET /v1/reputation/{number}",
     "GET /v1/alerts",
     "GET /v1/alerts/{alert_id}",
+    "POST /v1/gate/{token}",
+    "POST /v1/gate/{token}/challenge",
+    "POST /v1/gate/{token}/status",
 }
 # Operations that take a request body also get a negative pass: invalid bodies must be refused as documented.
 WITH_BODY = {"PATCH /v1/account", "POST /v1/events", "POST /v1/events/{token}"}
@@ -76,6 +81,8 @@ class Target:
     account: AccountKeys
     call_id: str
     alert_id: str = ""
+    # The gate's operations take a number's gate token in the path instead of the ingest token.
+    gate_token: str = ""
 
 
 @dataclass
@@ -88,6 +95,21 @@ async def start_call(http: aiohttp.ClientSession, base_url: str, account: Accoun
     body = {"type": "call.started", "call_id": call_id, "to": NUMBERS[0], "from": NUMBERS[1]}
     async with http.post(f"{base_url}/v1/events", json=body, headers=account.headers) as response:
         assert response.status == 200, await response.text()
+
+
+async def gated_call(service: RunningService, http: aiohttp.ClientSession, account: AccountKeys) -> Target:
+    """A gate token for the first number, and a call started through the gate before the run."""
+    async with Admin(service.settings) as admin:
+        token = (await admin.token_rotate(account.account_id, "gate", NUMBERS[0]))["token"]
+    call_sid = "CA" + "0" * 32
+    form = {"CallSid": call_sid, "From": NUMBERS[1], "To": NUMBERS[0], "StirVerstat": "TN-Validation-Failed-A"}
+    deadline = time.monotonic() + 1.0
+    while True:
+        async with http.post(f"{service.base_url}/v1/gate/{token}", data=form) as response:
+            if response.status == 200:
+                return Target(account, call_sid, gate_token=token)
+        assert time.monotonic() < deadline, "the edge did not learn the gate token in time"
+        await asyncio.sleep(0.02)
 
 
 def uses_key(operation: Operation) -> bool:
@@ -109,6 +131,7 @@ def exercise(
     with_key = uses_key(operation)
     with_token = "{token}" in operation.path
     is_event = operation.path.startswith("/v1/events")
+    is_gate = operation.path.startswith("/v1/gate")
 
     @settings(
         max_examples=examples,
@@ -130,7 +153,8 @@ def exercise(
         real = forged != 3
         headers = target.account.headers if with_key and real else {}
         if with_token and (real or mode.is_negative):
-            case.path_parameters = {**(case.path_parameters or {}), "token": target.account.ingest_token}
+            token = target.gate_token if is_gate else target.account.ingest_token
+            case.path_parameters = {**(case.path_parameters or {}), "token": token}
         if steer == 1:
             # Ids and numbers that exist, so that reads of one record answer 200 as well as 404.
             known = {"call_id": target.call_id, "alert_id": target.alert_id, "number": NUMBERS[pick]}
@@ -145,6 +169,9 @@ def exercise(
             elif steer == 2 and case.body.get("type") == "call.started":
                 # Readable numbers, so that starts get scored (or meet the plan's number cap).
                 case.body["to"], case.body["from"] = NUMBERS[pick], NUMBERS[-1 - pick]
+        if is_gate and steer == 1 and isinstance(case.body, dict):
+            # The gated call started before the run: a keypress and a status callback for it answer 200.
+            case.body["CallSid"] = target.call_id
         response = case.call(base_url=base_url, session=session, headers=headers, timeout=REQUEST_TIMEOUT_S)
         seen[response.status_code] += 1
         case.validate_response(response, checks=CHECKS, headers=headers)
@@ -195,7 +222,8 @@ async def test_live_edge_conforms_to_its_openapi_document(
         await calls.start(NUMBERS[2], minute)
     (alert,) = await calls.wait_for("caller.rate_exceeded")
     guard = Target(account, "contract-guard", alert["id"])
-    targets = {label: guard for label in OPERATIONS} | {
+    gated = await gated_call(service, http, account)
+    targets = {label: gated if "/v1/gate" in label else guard for label in OPERATIONS} | {
         "POST /v1/events/{token}": Target(watch_account, "contract-watch")
     }
 

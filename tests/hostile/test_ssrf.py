@@ -19,11 +19,11 @@ import trustme
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from alerting.delivery import Outcome, Policy, deliver, tls_context
-from alerting.resolver import NoPublicAddress, PublicResolver
+from alerting.delivery import Outcome, Policy, deliver
 from callscreen.admin import Admin
 from infra.ports import free_port
-from infra.webhook_url import is_public
+from infra.resolver import NoPublicAddress, PublicResolver
+from infra.webhook_url import is_public, tls_context
 from tests.receiver import Receiver
 from tests.service import AccountKeys, RunningService, create_account
 from tests.test_webhooks import raise_rate_alert, until

@@ -1,8 +1,9 @@
-"""The alerting role's DNS: only public addresses reach the connector, and a lookup has a deadline.
+"""Outbound DNS (alert deliveries, the gate's forwards): only public addresses reach the connector, and a
+lookup has a deadline.
 
 Checking a URL when it is set is not enough: its name may resolve elsewhere by the time an alert is sent
 (DNS rebinding). aiohttp connects only to what its resolver returns, so filtering here decides where a
-delivery can connect. IP literals never reach a resolver; `alerting.delivery` checks those itself.
+delivery can connect. IP literals never reach a resolver; `infra.webhook_url.target_allowed` checks those.
 """
 
 from __future__ import annotations

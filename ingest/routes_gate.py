@@ -1,0 +1,248 @@
+"""The carrier gate (docs/api.md, The carrier gate): `POST /v1/gate/<gate_token>`, `…/challenge` and
+`…/status`, the carrier's form in and TwiML out.
+
+A call is scored on the path every event takes (the form becomes a `call.started`, appended, and the
+worker's answer awaited), then refused, challenged or forwarded to the number's platform. Every error here
+is TwiML too: `ingest.app` turns the edge's errors on these paths into `<Reject/>` with their status.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from aiohttp import web
+from twilio.request_validator import RequestValidator
+
+from domain import gate, ids, keys
+from domain.accounts import Account, Gate
+from domain.events import AnyEvent, CallEnded, CallStarted, GatePressed, event_type
+from domain.validation import Stamp, TimeBounds, parse_event
+from infra.clock import now_ms
+from infra.sealing import Sealer, SecretKeyProblem, sealer_for
+from ingest import twiml
+from ingest.errors import ApiError
+from ingest.forward import Forwarder
+from ingest.service import EDGE, Edge, edge_of
+
+log = logging.getLogger("callscreen.gate")
+
+PREFIX = "/v1/gate/"
+SIGNATURE = "X-Twilio-Signature"
+# One key is asked for; a longer `Digits` is kept short, as wrong.
+MAX_DIGITS = 8
+KEYPAD = re.compile(r"[0-9*#]*")
+
+
+def is_gate_path(path: str) -> bool:
+    return path.startswith(PREFIX)
+
+
+@dataclass(frozen=True)
+class GateRequest:
+    """An authenticated carrier request: whose number it is, its gate settings and its form."""
+
+    account: Account
+    number: str
+    settings: Gate
+    form: dict[str, str]
+    raw: bytes
+
+
+class GateKeys:
+    """Opens the numbers' sealed carrier auth tokens; the deployment key is read when first needed."""
+
+    def __init__(self) -> None:
+        self._sealer: Sealer | None = None
+
+    def open(self, edge: Edge, sealed: str) -> str:
+        if self._sealer is None:
+            self._sealer = sealer_for(edge.settings)
+        return self._sealer.open(sealed)
+
+
+GATE_KEYS: web.AppKey[GateKeys] = web.AppKey("gate_keys", GateKeys)
+FORWARDER: web.AppKey[Forwarder] = web.AppKey("forwarder", Forwarder)
+
+
+def signed_url(request: web.Request, public_url: str) -> str:
+    """The URL the carrier called, which its signature covers."""
+    if public_url:
+        return public_url.rstrip("/") + request.path_qs
+    return str(request.url)
+
+
+async def gate_request(request: web.Request) -> GateRequest:
+    """The token (401), the account's event limit (429), the body (413), the signature when the number
+    has a carrier auth token (403), in the edge's usual order."""
+    edge = edge_of(request)
+    token = request.match_info["token"]
+    found = None
+    if ids.is_well_formed(token, ids.GATE_TOKEN_PREFIX):
+        found = edge.accounts.by_gate_digest(ids.digest(token))
+    if found is None:
+        raise ApiError(401, "invalid_token")
+    account, number = found
+    edge.limit_events(account.id)
+    raw = await request.read()
+    form = {name: str(value) for name, value in (await request.post()).items()}
+    settings = account.gates.get(number, Gate())
+    if settings.carrier_auth_token:
+        try:
+            auth_token = request.app[GATE_KEYS].open(edge, settings.carrier_auth_token)
+        except SecretKeyProblem as exc:
+            log.warning("cannot open a carrier auth token", extra={"error": str(exc)})
+            raise ApiError(503, "unavailable") from None
+        url = signed_url(request, edge.settings.public_url)
+        if not RequestValidator(auth_token).validate(url, form, request.headers.get(SIGNATURE, "")):
+            raise ApiError(403, "invalid_signature")
+    edge.charge_bytes(account.id, len(raw))
+    return GateRequest(account, number, settings, form, raw)
+
+
+def stamp_for(account: Account) -> Stamp:
+    return Stamp(uuid.uuid4().hex, account.id, account.plan, now_ms(), account.trusted)
+
+
+def bounds(edge: Edge) -> TimeBounds:
+    return TimeBounds.of(edge.settings.rules.limits)
+
+
+async def ask(edge: Edge, account_id: str, event: AnyEvent) -> dict[str, Any]:
+    """Append the event under its call's key and wait for the worker's answer, as POST /v1/events does."""
+    kind = event_type(event)
+    started = time.perf_counter()
+    pending = await edge.send_request(edge.settings.topic("events"), keys.call(account_id, event.call_id), event)
+    edge.metrics.events.labels(type=kind).inc()
+    reply = await edge.answer(pending)
+    edge.metrics.answers.labels(type=kind).observe(time.perf_counter() - started)
+    return reply
+
+
+async def forward(request: web.Request, call: GateRequest, score: str, action: str) -> web.Response:
+    """The platform's TwiML, relayed byte for byte; a short apology and a hang-up when it failed."""
+    url = call.settings.forward_url
+    if not url:
+        return twiml.apology()
+    done = await request.app[FORWARDER].post(url, call.raw, score, action)
+    if done.body is None:
+        log.info("forward failed", extra={"error": done.error, "ms": done.duration_ms})
+        return twiml.apology()
+    return web.Response(body=done.body, content_type=twiml.CONTENT_TYPE)
+
+
+async def unavailable(request: web.Request, call: GateRequest) -> web.Response:
+    """No score within the answer deadline: the number's `unavailable` choice (forward by default)."""
+    if call.settings.unavailable == "reject":
+        return twiml.reject(reason=gate.GATE_REJECTED)
+    return await forward(request, call, "", "unavailable")
+
+
+async def asked(request: web.Request, call: GateRequest, event: AnyEvent) -> dict[str, Any] | None:
+    """The worker's reply, or None when no answer came in time (or the log refused the event)."""
+    try:
+        return await ask(edge_of(request), call.account.id, event)
+    except ApiError as exc:
+        if exc.status != 503:
+            raise
+        return None
+
+
+async def incoming(request: web.Request) -> web.Response:
+    """The carrier's incoming call: scored, then refused, challenged or forwarded."""
+    edge = edge_of(request)
+    call = await gate_request(request)
+    event = parse_event(gate.started_body(call.form, call.number), stamp_for(call.account), bounds(edge))
+    assert isinstance(event, CallStarted)
+    # Drawn here, kept in the call's state by its fold, and sent only to the carrier's caller.
+    event = msgspec.structs.replace(event, gate_digit=str(secrets.randbelow(10)))
+    reply = await asked(request, call, event)
+    if reply is None:
+        return await unavailable(request, call)
+    if reply["status"] != 200:
+        return twiml.reject(reply["status"])
+    result = reply["body"]
+    answer = result["answer"]
+    if result["state"] == "ended" or answer["action"] == "reject":
+        return twiml.reject(reason=gate.GATE_REJECTED)
+    if answer["action"] == "review" and call.settings.review == "challenge":
+        action = signed_url(request, edge.settings.public_url).split("?")[0] + "/challenge"
+        return twiml.challenge(result["digit"], action, edge.settings.gate_challenge_timeout_s)
+    return await forward(request, call, str(answer["score"]), answer["action"])
+
+
+def keys_pressed(digits: str) -> str:
+    """The keys as the log keeps them; anything a keypad cannot send reads as `#`, a wrong key."""
+    return digits[:MAX_DIGITS] if KEYPAD.fullmatch(digits[:MAX_DIGITS]) else "#"
+
+
+def call_sid(form: Mapping[str, str]) -> str:
+    sid = form.get("CallSid", "")
+    if not sid:
+        raise ApiError(400, "missing_call_id")
+    return sid
+
+
+async def challenge(request: web.Request) -> web.Response:
+    """The caller's keypress: the right digit forwards, a wrong one rejects, none hangs up."""
+    call = await gate_request(request)
+    at = now_ms()
+    event = GatePressed(
+        id=uuid.uuid4().hex,
+        account_id=call.account.id,
+        call_id=call_sid(call.form),
+        at=at,
+        received_at=at,
+        plan=call.account.plan,
+        digits=keys_pressed(call.form.get("Digits", "")),
+    )
+    reply = await asked(request, call, event)
+    if reply is None:
+        return await unavailable(request, call)
+    if reply["status"] != 200:
+        return twiml.reject(reply["status"])
+    result = reply["body"]
+    if result["result"] == gate.GATE_PASS:
+        answer = result["answer"]
+        return await forward(request, call, str(answer["score"]), answer["action"])
+    if result["result"] == gate.GATE_FAIL:
+        return twiml.reject()
+    return twiml.hang_up()
+
+
+async def status(request: web.Request) -> web.Response:
+    """The carrier's status callback: a final status ends the record, with the carrier's duration."""
+    edge = edge_of(request)
+    call = await gate_request(request)
+    body = gate.ended_body(call.form)
+    if body is None:
+        return twiml.empty()
+    call_sid(call.form)
+    event = parse_event(body, stamp_for(call.account), bounds(edge))
+    assert isinstance(event, CallEnded)
+    event = msgspec.structs.replace(event, source=gate.SOURCE, duration_s=gate.duration_of(call.form))
+    reply = await asked(request, call, event)
+    if reply is None:
+        raise ApiError(503, "unavailable", headers={"Retry-After": "1"})
+    return twiml.empty()
+
+
+def add_routes(app: web.Application) -> None:
+    app[GATE_KEYS] = GateKeys()
+    forwarder = Forwarder(app[EDGE].settings)
+    app[FORWARDER] = forwarder
+
+    async def close_forwarder(app: web.Application) -> None:
+        await forwarder.close()
+
+    app.on_cleanup.append(close_forwarder)
+    app.router.add_post(PREFIX + "{token}", incoming)
+    app.router.add_post(PREFIX + "{token}/challenge", challenge)
+    app.router.add_post(PREFIX + "{token}/status", status)
