@@ -160,6 +160,7 @@ async def settled(settings: Settings, timeout_s: float = 30.0) -> None:
     topics = ("events", "decisions", "alerts", "billing", "deliveries")
     deadline = time.monotonic() + timeout_s
     previous: dict[str, dict[str, int]] | None = None
+    behind: list[tuple[str, str, int]] = []
     while time.monotonic() < deadline:
         ends = await source_ends(settings)
         beats: dict[str, dict[str, Any]] = {}
@@ -180,9 +181,10 @@ async def settled(settings: Settings, timeout_s: float = 30.0) -> None:
                 delivered.update(beat["positions"])
 
         progress = Progress(folded, mirrored, delivered)
-        if all(progress.reached(settings, t, p, e) for t in topics for p, e in ends[t].items()):
+        behind = [(t, p, e) for t in topics for p, e in ends[t].items() if not progress.reached(settings, t, p, e)]
+        if not behind:
             if ends == previous:
                 return
             previous = ends
         await asyncio.sleep(0.2)
-    raise TimeoutError("the service did not settle")
+    raise TimeoutError(f"the service did not settle; behind (topic, partition, end): {behind}")
