@@ -18,6 +18,7 @@ import faust
 
 from processors.appender import Appender
 from processors.faults import Faults
+from processors.faust_tuning import read_offset
 from processors.metrics import WorkerMetrics
 from processors.tables import Tables
 
@@ -42,6 +43,7 @@ class Commits:
         # The next offset each partition must deliver, and where a gap was found and fetched again.
         self._next: dict[tuple[str, int], int] = {}
         self._refetching: dict[tuple[str, int], int] = {}
+        self._tps: dict[tuple[str, int], Any] = {}
 
     async def folds(self, stream: Any, name: str) -> AsyncIterator[tuple[Any, list[asyncio.Future[Any]]]]:
         """The stream's events, each with a list for the acks of what folding it appended."""
@@ -66,6 +68,8 @@ class Commits:
         message = event.message
         key = (message.topic, message.partition)
         expected = self._next.get(key)
+        if expected is not None and message.offset < expected:
+            return True  # handed over again after a seek: folded already
         if expected is not None and message.offset > expected:
             if self._refetching.get(key) != expected:
                 log.warning(
@@ -73,17 +77,37 @@ class Commits:
                     extra={"topic": message.topic, "partition": message.partition, "from": expected},
                 )
                 self._refetching[key] = expected
-                await self.app.consumer.seek(message.tp, expected)
+                self._tps[key] = message.tp
+            await self._seek_if_overtaken(key)
             return True
         self._refetching.pop(key, None)
         self._next[key] = message.offset + 1
         return False
+
+    async def _seek_if_overtaken(self, key: tuple[str, int]) -> None:
+        """Seek back to the first missing record unless the consumer will already hand it over next.
+
+        Records fetched before a seek can still be handed over after it and move Faust's read offset
+        past the missing ones again, and Faust then drops them when they arrive: seek again until the
+        missing record comes."""
+        tp, expected = self._tps[key], self._refetching[key]
+        read = read_offset(self.app.consumer, tp)
+        # Faust keeps a seek to offset 0 as no read offset at all.
+        if read != (expected or None):
+            await self.app.consumer.seek(tp, expected)
+
+    async def recheck(self) -> None:
+        """Between records: a refetch that in-flight records overtook is sought again (a stream with no
+        record left to hand over would otherwise wait for the missing ones forever)."""
+        for key in list(self._refetching):
+            await self._seek_if_overtaken(key)
 
     def revoked(self, partitions: set[Any]) -> None:
         """Another worker may fold these partitions before they come back: forget where they were."""
         for tp in partitions:
             self._next.pop((tp.topic, tp.partition), None)
             self._refetching.pop((tp.topic, tp.partition), None)
+            self._tps.pop((tp.topic, tp.partition), None)
 
     async def flush(self) -> int:
         """Send every table's changed keys to its changelog; once they, every earlier flush's and what the

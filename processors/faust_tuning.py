@@ -44,6 +44,12 @@ def tune_consumer(fetch_max_wait_ms: int, memory_broker: bool) -> None:
     driver.AIOKafkaConsumerThread._create_worker_consumer = create_worker_consumer  # type: ignore[method-assign]
 
 
+def read_offset(consumer: Any, tp: Any) -> int | None:
+    """Faust's read offset of a partition: records it fetches below it are dropped, never handed over."""
+    offset = consumer._read_offset.get(tp)
+    return None if offset is None else int(offset)
+
+
 def hold_commits_at_gaps() -> None:
     original = consumer_module.Consumer._new_offset
 

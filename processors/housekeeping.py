@@ -45,6 +45,7 @@ def register(w: Parts) -> None:
             await asyncio.sleep(settings.changelog_flush_ms / 1000)
             try:
                 w.metrics.changelog_records.inc(await w.commits.flush())
+                await w.commits.recheck()
             except Exception:
                 if app.should_stop:
                     # The producer closed under the flush: its events are not acknowledged, so they refold.
