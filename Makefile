@@ -42,11 +42,11 @@ docs: $(STAMP)
 	$(BIN)/python -m infra.docs
 
 test: $(STAMP) lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -m "not faults"
 
 # The fault-injection kill test at full strength: 50 kills spread over the four steps of a fold.
 faults: $(STAMP)
-	CALLSCREEN_TEST_FAULT_KILLS=50 $(BIN)/pytest -q tests/hostile/test_fault_kills.py
+	CALLSCREEN_TEST_FAULT_KILLS=50 $(BIN)/pytest -q -m faults tests/hostile/test_fault_kills.py
 
 # Read-your-writes at full strength: 2,000 calls from 8 clients, three runs.
 soak: $(STAMP)
