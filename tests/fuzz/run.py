@@ -67,6 +67,9 @@ SHARES = {
     "GET /healthz": 1,
     "GET /metrics": 1,
     "GET /v1/openapi.json": 1,
+    "POST /v1/gate/{token}": 4,
+    "POST /v1/gate/{token}/challenge": 2,
+    "POST /v1/gate/{token}/status": 2,
 }
 # Operations with a body spend this part of their share on invalid bodies, which must be refused as documented.
 NEGATIVE_PART = 0.35
@@ -87,6 +90,7 @@ class Seeded:
     watch: AccountKeys
     call_id: str
     alert_id: str
+    gate_token: str
 
 
 @dataclass
@@ -109,6 +113,7 @@ async def seed(service: RunningService) -> Seeded:
         watch = await create_account(service.settings, http, base, plan="watch")
         async with Admin(service.settings) as admin:
             read_key = str((await admin.key_create(guard.account_id, "read", "fuzz"))["key"])
+            gate_token = str((await admin.token_rotate(guard.account_id, "gate", NUMBERS[0]))["token"])
         start = {"type": "call.started", "call_id": "fuzz-call", "to": NUMBERS[0], "from": NUMBERS[1]}
         for account in (guard, watch):
             async with http.post(f"{base}/v1/events", json=start, headers=account.headers) as response:
@@ -127,7 +132,7 @@ async def seed(service: RunningService) -> Seeded:
             await asyncio.sleep(0.2)
         if not alert_id:
             print("no alert was raised: GET /v1/alerts/{alert_id} will only meet unknown ids", file=sys.stderr)
-    return Seeded(guard, read_key, watch, "fuzz-call", alert_id)
+    return Seeded(guard, read_key, watch, "fuzz-call", alert_id, gate_token)
 
 
 def load_operations(base_url: str) -> dict[str, Operation]:
@@ -152,7 +157,8 @@ def credential(operation: Operation, case: Case, seeded: Seeded, who: int, style
         # The token is the credential: the generated one (refused) now and then, else the Guard or Watch account's.
         if who != 0:
             account = seeded.watch if who % 2 else seeded.guard
-            case.path_parameters = {**(case.path_parameters or {}), "token": account.ingest_token}
+            token = seeded.gate_token if operation.path.startswith("/v1/gate") else account.ingest_token
+            case.path_parameters = {**(case.path_parameters or {}), "token": token}
         return {}
     security = operation.definition.raw.get("security", operation.schema.raw_schema.get("security", []))
     if not security or who == 0:
