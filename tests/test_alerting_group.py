@@ -19,19 +19,17 @@ import trustme
 
 from infra.kafka import partition_for
 from infra.settings import Settings
-from tests.receiver import Receiver, serving
+from tests.receiver import Receiver, receiver_env, serving
 from tests.service import AccountKeys, RunningService, create_account, start_service
 from tests.test_webhooks import raise_rate_alert, until, use_hook
 from tests.topics import read_topic
-
-HOOK_ENV = {"CALLSCREEN_WEBHOOK_ALLOW_PRIVATE": "1", "CALLSCREEN_WEBHOOK_PORTS": "*"}
 
 
 @pytest.fixture(scope="module")
 def group_service(
     kafka: str, tmp_path_factory: pytest.TempPathFactory, webhook_ca: tuple[trustme.CA, Path]
 ) -> Iterator[RunningService]:
-    env = {**HOOK_ENV, "CALLSCREEN_WEBHOOK_CA_FILE": str(webhook_ca[1])}
+    env = receiver_env(webhook_ca[1])
     running = start_service(tmp_path_factory.mktemp("group") / "data", kafka, env=env)
     yield running
     running.stop()
@@ -45,7 +43,7 @@ async def receiver(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Receive
 
 def second_alerting(service: RunningService, ca_file: Path) -> subprocess.Popen[bytes]:
     """Another `callscreen run --role alerting` on the same broker, topics and consumer group."""
-    env = {**os.environ, **service.env, **HOOK_ENV, "CALLSCREEN_WEBHOOK_CA_FILE": str(ca_file)}
+    env = {**os.environ, **service.env, **receiver_env(ca_file)}
     command = [sys.executable, "-m", "callscreen.cli", "run", "--role", "alerting", "--data-dir", str(service.data_dir)]
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 

@@ -4,7 +4,6 @@ forms in, TwiML out, parsed with an XML parser; a loopback HTTPS platform stand-
 from __future__ import annotations
 
 import asyncio
-import ssl
 import time
 import uuid
 import xml.etree.ElementTree as ET
@@ -21,6 +20,7 @@ from aiohttp import web
 from twilio.request_validator import RequestValidator
 
 from callscreen.admin import Admin
+from tests.receiver import https_site, receiver_env
 from tests.service import AccountKeys, RunningService, create_account, start_service
 
 pytestmark = pytest.mark.pipeline
@@ -54,41 +54,20 @@ class Platform:
 
 
 @pytest.fixture(scope="module")
-def ca(tmp_path_factory: pytest.TempPathFactory) -> tuple[trustme.CA, Path]:
-    authority = trustme.CA()
-    path = tmp_path_factory.mktemp("gate-tls") / "ca.pem"
-    authority.cert_pem.write_to_path(str(path))
-    return authority, path
-
-
-@pytest.fixture(scope="module")
 def gate_service(
-    kafka: str, tmp_path_factory: pytest.TempPathFactory, ca: tuple[trustme.CA, Path]
+    kafka: str, tmp_path_factory: pytest.TempPathFactory, webhook_ca: tuple[trustme.CA, Path]
 ) -> Iterator[RunningService]:
-    env = {
-        "CALLSCREEN_WEBHOOK_CA_FILE": str(ca[1]),
-        "CALLSCREEN_WEBHOOK_ALLOW_PRIVATE": "1",
-        "CALLSCREEN_WEBHOOK_PORTS": "*",
-    }
-    running = start_service(tmp_path_factory.mktemp("gate") / "data", kafka, env=env)
+    running = start_service(tmp_path_factory.mktemp("gate") / "data", kafka, env=receiver_env(webhook_ca[1]))
     yield running
     running.stop()
 
 
 @pytest.fixture(scope="module")
-async def platform(ca: tuple[trustme.CA, Path]) -> AsyncIterator[Platform]:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca[0].issue_cert("127.0.0.1").configure_cert(context)
+async def platform(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Platform]:
     stand_in = Platform()
-    app = web.Application()
-    app.router.add_post("/{tail:.*}", stand_in.handle)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
-    await site.start()
-    stand_in.url = f"https://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
-    yield stand_in
-    await runner.cleanup()
+    async with https_site(webhook_ca[0], stand_in.handle) as url:
+        stand_in.url = url
+        yield stand_in
 
 
 @dataclass

@@ -19,7 +19,7 @@ import trustme
 from infra.clock import now_ms
 from infra.kafka import ensure_topics
 from infra.settings import Settings
-from tests.receiver import Receiver
+from tests.receiver import Receiver, receiver_env
 from tests.service import RunningService, create_account, isolated, settled, start_service
 from tests.topics import read_topic
 from tests.traffic import comparable, post_all, script, snapshot
@@ -76,10 +76,7 @@ async def test_stop_and_crash_keep_every_answer_key_alert_and_delivery(
 ) -> None:
     data_dir = tmp_path / "data"
     env = {
-        "CALLSCREEN_WEBHOOK_CA_FILE": str(webhook_ca[1]),
-        "CALLSCREEN_WEBHOOK_ALLOW_PRIVATE": "1",
-        # The receiver listens on a random loopback port.
-        "CALLSCREEN_WEBHOOK_PORTS": "*",
+        **receiver_env(webhook_ca[1]),
         # A few hundred calls with their turns, posted as fast as they answer.
         "CALLSCREEN_EVENTS_PER_MINUTE": "100000",
     }

@@ -24,7 +24,7 @@ from callscreen.admin import Admin
 from domain.times import format_ms
 from infra.clock import now_ms
 from infra.ports import free_port
-from tests.receiver import Receiver, serving
+from tests.receiver import Receiver, receiver_env, serving
 from tests.service import AccountKeys, RunningService, create_account, start_service
 from tests.topics import read_topic
 
@@ -34,10 +34,7 @@ def hook_service(
     kafka: str, tmp_path_factory: pytest.TempPathFactory, webhook_ca: tuple[trustme.CA, Path]
 ) -> Iterator[RunningService]:
     env = {
-        "CALLSCREEN_WEBHOOK_CA_FILE": str(webhook_ca[1]),
-        "CALLSCREEN_WEBHOOK_ALLOW_PRIVATE": "1",
-        # The receiver listens on a random loopback port.
-        "CALLSCREEN_WEBHOOK_PORTS": "*",
+        **receiver_env(webhook_ca[1]),
         # The worker exports on this port, the alerting role on the next.
         "CALLSCREEN_METRICS_PORT": str(free_port()),
     }

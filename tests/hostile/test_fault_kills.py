@@ -34,7 +34,7 @@ from domain.facts import CallDecided, decode_fact
 from infra.clock import now_ms
 from processors.faults import LOG_NAME, POINTS
 from tests.harness import Account, Harness
-from tests.receiver import Receiver
+from tests.receiver import Receiver, receiver_env
 from tests.service import create_account, settled, start_service, wait_for_status
 from tests.topics import read_topic
 from tests.traffic import comparable, on_usage_day, script, snapshot
@@ -59,9 +59,7 @@ async def test_kills_at_every_step_lose_nothing_and_count_nothing_twice(
     env = {
         "CALLSCREEN_FAULTS": f"every={EVERY},limit={KILLS}",
         "CALLSCREEN_EVENTS_PER_MINUTE": "100000",
-        "CALLSCREEN_WEBHOOK_CA_FILE": str(ca_file),
-        "CALLSCREEN_WEBHOOK_ALLOW_PRIVATE": "1",
-        "CALLSCREEN_WEBHOOK_PORTS": "*",
+        **receiver_env(ca_file),
         # No sweep: after a restart its wall-clock ticks can reach an open call before the backlog's end
         # does, which the plain-data pipeline cannot foresee (tests/test_two_workers.py does the same).
         "CALLSCREEN_SILENT_SWEEP_S": "3600",

@@ -16,7 +16,7 @@ import trustme
 
 from domain.times import format_ms, parse_ms
 from infra.clock import now_ms
-from tests.receiver import Receiver, serving
+from tests.receiver import Receiver, receiver_env, serving
 from tests.service import AccountKeys, RunningService, create_account, start_service
 from tests.test_webhooks import until, use_hook
 from tests.topics import read_topic
@@ -34,9 +34,7 @@ def noisy_service(
     kafka: str, tmp_path_factory: pytest.TempPathFactory, webhook_ca: tuple[trustme.CA, Path]
 ) -> Iterator[RunningService]:
     env = {
-        "CALLSCREEN_WEBHOOK_CA_FILE": str(webhook_ca[1]),
-        "CALLSCREEN_WEBHOOK_ALLOW_PRIVATE": "1",
-        "CALLSCREEN_WEBHOOK_PORTS": "*",
+        **receiver_env(webhook_ca[1]),
         "CALLSCREEN_ALERTS_PER_MINUTE": str(PER_MINUTE),
         "CALLSCREEN_WEBHOOK_ACCOUNT_CONCURRENCY": str(ACCOUNT_SLOTS),
     }

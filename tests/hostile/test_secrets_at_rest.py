@@ -18,7 +18,7 @@ from domain import commands
 from domain.accounts import stamp
 from infra.clock import now_ms
 from infra.kafka import make_producer
-from tests.receiver import Receiver, serving
+from tests.receiver import Receiver, receiver_env, serving
 from tests.service import AccountKeys, RunningService, create_account, start_service, wait_for_status
 from tests.test_webhooks import independent_check, listed, raise_rate_alert, until, use_hook
 from tests.topics import read_topic
@@ -33,8 +33,7 @@ WRITTEN_PLAIN: set[str] = set()
 def sealed_service(
     kafka: str, tmp_path_factory: pytest.TempPathFactory, webhook_ca: tuple[trustme.CA, Path]
 ) -> Iterator[RunningService]:
-    env = {"CALLSCREEN_WEBHOOK_CA_FILE": str(webhook_ca[1]), "CALLSCREEN_WEBHOOK_ALLOW_PRIVATE": "1"}
-    env["CALLSCREEN_WEBHOOK_PORTS"] = "*"  # the receiver listens on an ephemeral loopback port
+    env = receiver_env(webhook_ca[1])
     running = start_service(tmp_path_factory.mktemp("sealed") / "data", kafka, env=env)
     yield running
     running.stop()
