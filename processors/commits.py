@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import faust
+from faust.types import TP
 
 from processors.appender import Appender
 from processors.faults import Faults
@@ -43,7 +44,6 @@ class Commits:
         # The next offset each partition must deliver, and where a gap was found and fetched again.
         self._next: dict[tuple[str, int], int] = {}
         self._refetching: dict[tuple[str, int], int] = {}
-        self._tps: dict[tuple[str, int], Any] = {}
 
     async def folds(self, stream: Any, name: str) -> AsyncIterator[tuple[Any, list[asyncio.Future[Any]]]]:
         """The stream's events, each with a list for the acks of what folding it appended."""
@@ -77,7 +77,6 @@ class Commits:
                     extra={"topic": message.topic, "partition": message.partition, "from": expected},
                 )
                 self._refetching[key] = expected
-                self._tps[key] = message.tp
             await self._seek_if_overtaken(key)
             return True
         self._refetching.pop(key, None)
@@ -90,7 +89,7 @@ class Commits:
         Records fetched before a seek can still be handed over after it and move Faust's read offset
         past the missing ones again, and Faust then drops them when they arrive: seek again until the
         missing record comes."""
-        tp, expected = self._tps[key], self._refetching[key]
+        tp, expected = TP(*key), self._refetching[key]
         read = read_offset(self.app.consumer, tp)
         # Faust keeps a seek to offset 0 as no read offset at all.
         if read != (expected or None):
@@ -107,7 +106,6 @@ class Commits:
         for tp in partitions:
             self._next.pop((tp.topic, tp.partition), None)
             self._refetching.pop((tp.topic, tp.partition), None)
-            self._tps.pop((tp.topic, tp.partition), None)
 
     async def flush(self) -> int:
         """Send every table's changed keys to its changelog; once they, every earlier flush's and what the
