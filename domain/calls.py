@@ -21,7 +21,7 @@ from domain.gate import GATE_ENDED, GATE_FAIL, GATE_PASS, GATE_REJECTED, GATE_TI
 from domain.ids import derived_event_id
 from domain.rules import DAY_MS, MIN_MS, SECOND_MS, Rules, ScoringRules
 from domain.scoring import Ending, History, Signals, prior_of, score_start, settle_spam_score, thresholds
-from domain.times import format_ms
+from domain.times import day_start_ms, format_ms
 from domain.validation import TimeBounds
 
 NOT_ANSWERED = frozenset({"busy", "no-answer", "failed", "canceled"})
@@ -149,7 +149,8 @@ def start(state: CallState | None, event: CallStarted, context: StartContext, ru
         return refuse(event, 409, {"error": "not_protected"})
     if not context.number_known and context.numbers >= plan.numbers:
         return refuse(event, 402, {"error": "number_limit", "cap": plan.numbers})
-    day = event.at - event.at % DAY_MS
+    # The allowance counts by the day of receipt, so its reset is that day's end (domain.features counts).
+    day = day_start_ms(event.received_at or event.at)
     if not event.quiet and context.scored_today >= plan.daily_starts:
         answer = ScoreResult(
             call_id=event.call_id,

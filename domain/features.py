@@ -32,7 +32,7 @@ from domain.facts import (
 from domain.rules import DAY_MS, HOUR_MS, Rules, ScoringRules
 from domain.scoring import History, Last
 from domain.store import Store
-from domain.times import format_ms
+from domain.times import day_start_ms, format_ms
 
 K = keys.View
 WINDOW_KEEP = 64
@@ -200,7 +200,7 @@ class FeatureView:
         if fact.provider_call_id:
             self.store.put(K.provider(account, fact.provider_call_id), call_id)
         if not fact.answer.capped and not fact.quiet:
-            day = K.scored(account, received_day(fact.received_at))
+            day = K.scored(account, day_start_ms(fact.received_at))
             self.store.put(day, int(self.store.get(day) or 0) + 1)
         window = K.caller_window(account, number, caller)
         self.store.put(window, sorted([*(self.store.get(window) or []), at])[-WINDOW_KEEP:])
@@ -248,11 +248,6 @@ class FeatureView:
         return found or {"calls": 0, "good": 0, "bad": 0, "points": 0, "settled": None, "start": None, "first": None}
 
 
-def received_day(received_at: int) -> int:
-    """The daily allowance counts by the day an event was received, whatever its `at` says."""
-    return received_at - received_at % DAY_MS
-
-
 def context(view: FeatureView, state: Stored | None, event: AnyEvent, rules: Rules) -> StartContext:
     """What `event` reads beyond its call: for a new call its alias, for a start its score's features."""
     account = event.account_id
@@ -275,7 +270,7 @@ def context(view: FeatureView, state: Stored | None, event: AnyEvent, rules: Rul
         refused=view.refusal(event.id),
         numbers=len(numbers),
         number_known=number in numbers,
-        scored_today=view.scored_on(account, received_day(event.received_at or at)),
+        scored_today=view.scored_on(account, day_start_ms(event.received_at or at)),
         caller_calls=view.caller_calls(account, number, caller, at - rules.scoring.rate_window_ms, at),
         history=view.history(caller),
         network_accounts=view.network_accounts(caller),

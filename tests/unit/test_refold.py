@@ -116,3 +116,13 @@ def test_a_failed_payment_folded_again_raises_the_same_alert_and_another_within_
     assert billing.payment_failed(last, payment, RULES.detectors) == (last, alert)
     later = PaymentFailed(id="pay-2", account_id="acct_x", amount_cents=4900, attempt=2, at=AT + 60_000)
     assert billing.payment_failed(last, later, RULES.detectors) == (last, None)
+
+
+def test_a_capped_start_resets_at_the_end_of_the_day_it_was_received() -> None:
+    # Happened late yesterday, received today: counted today, so the cap resets at today's end.
+    received = 1_800_000_000_000 - 1_800_000_000_000 % 86_400_000 + 3_600_000
+    body = {**started(), "at": format_ms(received - 2 * 3_600_000)}
+    late = parse_event(body, Stamp("ev-cap", "acct_x", "watch", received), TimeBounds.of(RULES.limits))
+    context = calls.StartContext(number_known=True, scored_today=RULES.plans.plan("watch").daily_starts)
+    answer = calls.fold(None, late, context, RULES).body
+    assert answer.capped and answer.cap.resets_at == format_ms(received - 3_600_000 + 86_400_000)
