@@ -13,6 +13,7 @@ import trustme
 from callscreen.localkafka import LocalKafka
 from tests.receiver import Receiver, serving
 from tests.service import AccountKeys, RunningService, create_account, start_service
+from tests.traffic import NO_SWEEP
 
 
 @pytest.fixture(scope="session")
@@ -42,8 +43,9 @@ def service(kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ru
 
 @pytest.fixture(scope="session")
 def log_service(kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
-    """A service of its own for the tests that restart, kill or rebuild its parts."""
-    running = start_service(tmp_path_factory.mktemp("log") / "data", kafka)
+    """A service of its own for the tests that restart, kill or rebuild its parts, and compare its answers
+    before and after (so without the wall clock's sweep)."""
+    running = start_service(tmp_path_factory.mktemp("log") / "data", kafka, env=NO_SWEEP)
     yield running
     running.stop()
 

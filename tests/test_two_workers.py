@@ -11,10 +11,9 @@ import aiohttp
 import orjson
 import pytest
 
-from infra.clock import now_ms
 from tests.service import create_account, settled, start_service
 from tests.topics import read_topic
-from tests.traffic import post_all, script, snapshot
+from tests.traffic import NO_SWEEP, past_every_window, post_all, script, snapshot
 
 ACCOUNTS = ("acct_TwoWorkers000001", "acct_TwoWorkers000002")
 
@@ -39,7 +38,7 @@ async def wait_for_split(settings: Any, workers: int, timeout_s: float = 60.0) -
 async def run_traffic(data_dir: Path, kafka: str, workers: int, http: aiohttp.ClientSession, base: int) -> Any:
     """The same accounts and the same events through a fresh service; every read endpoint's answers."""
     # No sweep: its ticks land wherever the wall clock puts them among the turns, differently in each run.
-    env = {"CALLSCREEN_WORKERS": str(workers), "CALLSCREEN_SILENT_SWEEP_S": "3600"}
+    env = {"CALLSCREEN_WORKERS": str(workers), **NO_SWEEP}
     service = start_service(data_dir, kafka, env=env)
     try:
         await wait_for_split(service.settings, workers)
@@ -66,7 +65,7 @@ async def run_traffic(data_dir: Path, kafka: str, workers: int, http: aiohttp.Cl
 
 @pytest.mark.timeout(300)  # a hang guard: the test drives thousands of events through fresh services
 async def test_two_workers_answer_the_same_as_one(kafka: str, tmp_path: Path, http: aiohttp.ClientSession) -> None:
-    base = now_ms() - 20 * 60_000
+    base = past_every_window(40)
     one_answers, one_views = await run_traffic(tmp_path / "one", kafka, 1, http, base)
     two_answers, two_views = await run_traffic(tmp_path / "two", kafka, 2, http, base)
 

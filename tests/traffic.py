@@ -9,12 +9,23 @@ from typing import Any
 import aiohttp
 import orjson
 
-from domain.rules import DAY_MS
+from domain.rules import DAY_MS, HOUR_MS
 from domain.times import format_ms, parse_ms
 from infra.clock import now_ms
 from tests.service import AccountKeys
 
 NUMBERS = ("+14155552671", "+14155552672")
+CALL_SPACING_MS = 4_000
+# For a test that compares two reads minutes apart: the sweep's ticks land wherever the wall clock puts them
+# (a spike's hour ends, `number.volume_normal` follows), so between the reads they would add alerts.
+NO_SWEEP = {"CALLSCREEN_SILENT_SWEEP_S": "3600"}
+
+
+def past_every_window(calls: int) -> int:
+    """A `base` for `script(..., calls)` whose last call is older than every window, pattern and block the
+    rules keep (a block, the longest, lasts an hour): answers to a score or a listing then do not change with
+    the wall clock while a test compares two reads minutes apart."""
+    return now_ms() - 2 * HOUR_MS - calls * CALL_SPACING_MS
 
 
 def script(seed: int, base: int, calls: int) -> list[dict[str, Any]]:
@@ -22,7 +33,7 @@ def script(seed: int, base: int, calls: int) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     bodies: list[dict[str, Any]] = []
     for i in range(calls):
-        at = base + i * 4_000
+        at = base + i * CALL_SPACING_MS
         call_id = f"s{seed}-{i}"
         if i % 25 < 6:
             caller = f"+4479112{seed:02d}{i // 25:03d}"
@@ -139,12 +150,33 @@ def instant(text: str) -> int:
     return at
 
 
-def comparable(views: list[dict[str, Any]], against: list[dict[str, Any]]) -> bytes:
-    """The views as bytes, leaving out today's scoring count when midnight fell between the two reads."""
+def comparable(views: list[dict[str, Any]], against: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The views, leaving out today's scoring count when midnight fell between the two reads."""
     kept = []
     for view, other in zip(views, against, strict=True):
         account, earlier = view["/v1/account"], other["/v1/account"]
         if account["scoring"]["resets_at"] != earlier["scoring"]["resets_at"]:
             view = {**view, "/v1/account": {k: v for k, v in account.items() if k != "scoring"}}
         kept.append(view)
-    return orjson.dumps(kept)
+    return kept
+
+
+def assert_same_answers(now: list[dict[str, Any]], before: list[dict[str, Any]]) -> None:
+    """Every answer byte for byte as before; a failure names the paths whose answers changed."""
+    left, right = comparable(now, before), comparable(before, now)
+    if orjson.dumps(left) != orjson.dumps(right):
+        changed = differences(left, right, "")
+        raise AssertionError(f"{len(changed)} answers changed (path: now != before): {changed[:20]}")
+
+
+def differences(now: Any, before: Any, path: str) -> list[str]:
+    if isinstance(now, dict) and isinstance(before, dict):
+        if list(now) != list(before):
+            only_now, only_before = now.keys() - before.keys(), before.keys() - now.keys()
+            if only_now or only_before:
+                return [f"{path}: only now {sorted(only_now)}, only before {sorted(only_before)}"]
+            return [f"{path}: the same keys in another order"]
+        return [d for key in now for d in differences(now[key], before[key], f"{path}/{key}")]
+    if isinstance(now, list) and isinstance(before, list) and len(now) == len(before):
+        return [d for i, (a, b) in enumerate(zip(now, before, strict=True)) for d in differences(a, b, f"{path}[{i}]")]
+    return [] if orjson.dumps(now) == orjson.dumps(before) else [f"{path}: {now!r} != {before!r}"]

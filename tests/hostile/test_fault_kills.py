@@ -37,7 +37,7 @@ from tests.harness import Account, Harness
 from tests.receiver import Receiver, receiver_env
 from tests.service import create_account, settled, start_service, wait_for_status
 from tests.topics import read_topic
-from tests.traffic import comparable, on_usage_day, script, snapshot
+from tests.traffic import NO_SWEEP, assert_same_answers, on_usage_day, past_every_window, script, snapshot
 
 KILLS = int(os.environ.get("CALLSCREEN_TEST_FAULT_KILLS", "4"))
 # Passes of the armed step before the kill: a few folds' work between kills.
@@ -61,8 +61,8 @@ async def test_kills_at_every_step_lose_nothing_and_count_nothing_twice(
         "CALLSCREEN_EVENTS_PER_MINUTE": "100000",
         **receiver_env(ca_file),
         # No sweep: after a restart its wall-clock ticks can reach an open call before the backlog's end
-        # does, which the plain-data pipeline cannot foresee (tests/test_two_workers.py does the same).
-        "CALLSCREEN_SILENT_SWEEP_S": "3600",
+        # does, which the plain-data pipeline cannot foresee.
+        **NO_SWEEP,
     }
     service = start_service(data_dir, kafka, env=env)
     try:
@@ -74,7 +74,7 @@ async def test_kills_at_every_step_lose_nothing_and_count_nothing_twice(
         appended: list[dict[str, Any]] = []
         start_times: list[tuple[int, int]] = []
         received_at = now_ms()
-        for body in script(41, received_at - 20 * 60_000, 40 + 12 * KILLS):
+        for body in script(41, past_every_window(40 + 12 * KILLS), 40 + 12 * KILLS):
             sent = now_ms()
             async with http.post(f"{base_url}/v1/events", json=body, headers=account.headers) as r:
                 # 503 comes only after the append: the event is in the log all the same.
@@ -143,7 +143,7 @@ async def test_kills_at_every_step_lose_nothing_and_count_nothing_twice(
         await wait_for_status(http, "GET", f"{base_url}/healthz", 200, timeout_s=60)
         await settled(settings, timeout_s=90)
         after = [await snapshot(http, base_url, account, callers)]
-        assert comparable(after, before) == comparable(before, after)
+        assert_same_answers(after, before)
     finally:
         assert service.stop() == 0
 
