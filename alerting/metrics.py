@@ -29,6 +29,13 @@ class AlertingMetrics:
             buckets=DELIVERY_BUCKETS,
             registry=self.registry,
         )
+        self.hang_ups = Counter(
+            "callscreen_hang_ups_total",
+            "Gated calls the carrier was asked to end (`hang_up_suspicious`), by outcome: ended, an error "
+            "(status_<code>, timeout, refused) or unconfigured (no carrier credentials).",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.lag = lag_gauge(self.registry)
 
 

@@ -5,6 +5,10 @@ ack; every alert id with any delivery record is never attempted again. A crash b
 and its outcome therefore loses the outcome (the alert stays `delivered.webhook: false`) but never
 delivers twice, and a replay of the alerts topic delivers nothing.
 
+A `call.suspicious` alert that names a gated call to end (`hang_up`) is acted on at once, outside the
+queues: a `hangup.attempt` record, the carrier's calls API, a `hangup.outcome` record (alerting.hangup).
+It too is asked at most once.
+
 Instances share the alerts partitions in one consumer group (`<topic_prefix>.alerting`) and start from
 its committed offsets, committing only up to the first alert whose first delivery record is not acked
 (alerting.offsets). Deliveries wait in per-account queues served round-robin (domain.fairness) under
@@ -18,7 +22,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +32,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
 from alerting.delivery import Policy, deliver
+from alerting.hangup import hang_up
 from alerting.metrics import AlertingMetrics, outcome_label
 from alerting.offsets import ReadOffsets
 from domain.accounts import Account, AccountsView, apply
@@ -95,6 +100,8 @@ class Alerting:
         self.instance = uuid.uuid4().hex[:12]
         self.accounts = AccountsView()
         self.handled: set[str] = set()
+        # Alerts whose gated call the carrier was asked to end (any `hangup.*` record).
+        self.hung_up: set[str] = set()
         self.accounts_follower = TopicFollower(settings, settings.topic("accounts"), lambda r: apply(self.accounts, r))
         self.deliveries_follower = TopicFollower(settings, settings.topic("deliveries"), self._fold_delivery)
         self.producer = make_producer(settings)
@@ -118,14 +125,23 @@ class Alerting:
         self.writes: set[asyncio.Task[None]] = set()
         self.failure: BaseException | None = None
         self.consumer: AIOKafkaConsumer | None = None
+        self.carrier: aiohttp.ClientSession | None = None
         # Lag and the deliveries' end offsets are read on a consumer that never fetches, so it never waits
         # out a follower's long poll.
         self.offsets = make_consumer(settings)
         self.metrics = AlertingMetrics()
 
-    def _fold_delivery(self, record: dict[str, Any]) -> None:
+    def _note(self, record: dict[str, Any]) -> None:
+        """A deliveries record seen (read back, or acked): its alert is not acted on again."""
         alert_id = str(record.get("alert_id"))
-        self.handled.add(alert_id)
+        if str(record.get("kind")).startswith("hangup."):
+            self.hung_up.add(alert_id)
+        else:
+            self.handled.add(alert_id)
+
+    def _fold_delivery(self, record: dict[str, Any]) -> None:
+        self._note(record)
+        alert_id = str(record.get("alert_id"))
         # Attempts made by any instance, in any run, count against their account's budget.
         created_at = parse_ms(record.get("created_at"))
         if record.get("kind") == "delivery.attempt" and created_at is not None:
@@ -146,7 +162,12 @@ class Alerting:
         self.consumer = consumer
         heartbeat = asyncio.create_task(self._heartbeat(stop))
         try:
-            async with aiohttp.ClientSession(connector=connector) as session:
+            carrier_connector = aiohttp.TCPConnector(ssl=tls_context(self.settings.webhook_ca_file))
+            async with (
+                aiohttp.ClientSession(connector=connector) as session,
+                aiohttp.ClientSession(connector=carrier_connector) as carrier,
+            ):
+                self.carrier = carrier
                 dispatcher = asyncio.create_task(self._dispatch(session))
                 try:
                     while not stop.is_set():
@@ -191,6 +212,8 @@ class Alerting:
             return
         self.reading.read(partition, offset)
         alert_id, account_id = alert["id"], alert["account_id"]
+        if alert.get("hang_up") and alert_id not in self.hung_up:
+            self._start(self._hang_up(alert))
         if alert_id in self.handled or alert_id in self.queued:
             self.reading.settle(partition, offset)
             return
@@ -213,7 +236,7 @@ class Alerting:
 
     def _write(self, partition: TopicPartition, offset: int, record: dict[str, Any]) -> asyncio.Task[None]:
         """Append an alert's first delivery record; its offset is settled once the broker acknowledges it."""
-        self.handled.add(record["alert_id"])
+        self._note(record)
         task = asyncio.create_task(self._record(record))
         self.writes.add(task)
 
@@ -235,7 +258,7 @@ class Alerting:
         await self.producer.send_and_wait(
             self.settings.topic("deliveries"), orjson.dumps(stamped), key=record["alert_id"].encode()
         )
-        self.handled.add(record["alert_id"])
+        self._note(record)
 
     async def _dispatch(self, session: aiohttp.ClientSession) -> None:
         """Start deliveries as the fair queues allow, round-robin across accounts."""
@@ -246,9 +269,32 @@ class Alerting:
                 await self.wake.wait()
                 continue
             account_id, pending = picked
-            task = asyncio.create_task(self._deliver(session, account_id, pending))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+            self._start(self._deliver(session, account_id, pending))
+
+    def _start(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _hang_up(self, alert: dict[str, Any]) -> None:
+        """End the gated call the alert names: the attempt on record first, so it is never asked twice."""
+        self.hung_up.add(alert["id"])
+        base = {"alert_id": alert["id"], "account_id": alert["account_id"]}
+        await self._record({**base, "kind": "hangup.attempt", "call_sid": alert["hang_up"]})
+        assert self.carrier is not None, "run() opens it before the first alert is read"
+        outcome = await hang_up(self.carrier, self.settings, alert["hang_up"])
+        label = "ended" if outcome.ended else outcome.error or "failed"
+        self.metrics.hang_ups.labels(label).inc()
+        log.info("hang-up", extra={"alert_id": alert["id"], "outcome": label, "ms": outcome.duration_ms})
+        outcome_record = {
+            **base,
+            "kind": "hangup.outcome",
+            "ended": outcome.ended,
+            "status": outcome.status,
+            "error": outcome.error,
+            "duration_ms": outcome.duration_ms,
+        }
+        await self._record(outcome_record)
 
     async def _deliver(self, session: aiohttp.ClientSession, account_id: str, pending: Pending) -> None:
         alert = pending.alert

@@ -28,7 +28,7 @@ SEVERITY_RANK = {"info": 0, "threat": 1, "critical": 2}
 ENVELOPE = ("id", "type", "account_id", "created_at", "data")
 
 
-class Alert(msgspec.Struct, frozen=True, kw_only=True):
+class Alert(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A record of the alerts topic (schemas/alert.schema.json): the envelope, its severity and subject."""
 
     id: str
@@ -38,6 +38,8 @@ class Alert(msgspec.Struct, frozen=True, kw_only=True):
     severity: str
     subject: str
     data: dict[str, Any]
+    # The carrier's id of a gated call the alerting role ends (`hung_up: true`); never in the envelope.
+    hang_up: str | None = None
 
     def envelope(self) -> dict[str, Any]:
         """The body receivers get (docs/api.md)."""

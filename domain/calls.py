@@ -15,8 +15,18 @@ import msgspec
 
 from domain import live
 from domain.alerts import Alert, make_alert
-from domain.events import AnyEvent, CallEnded, CallStarted, GatePressed, Tick, Turn
-from domain.facts import CallDecided, CallRefused, CallSettled, Cap, Fact, PointsCharged, PublicBlock, ScoreResult
+from domain.events import AnyEvent, CallEnded, CallStarted, GateForwarded, GatePressed, Tick, Turn
+from domain.facts import (
+    CallDecided,
+    CallRefused,
+    CallSettled,
+    Cap,
+    Fact,
+    ForwardDone,
+    PointsCharged,
+    PublicBlock,
+    ScoreResult,
+)
 from domain.gate import GATE_ENDED, GATE_FAIL, GATE_PASS, GATE_REJECTED, GATE_TIMEOUT, SOURCE
 from domain.ids import derived_event_id
 from domain.rules import DAY_MS, MIN_MS, SECOND_MS, Rules, ScoringRules
@@ -66,6 +76,8 @@ class CallState(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag
     gate_passed: bool = False
     # Which source's end closed the record (`api`, or `gate` for the carrier's status callback).
     ended_by: str | None = None
+    # A gated call whose first alert-level live flag ends it through the carrier (`hang_up_suspicious`).
+    hang_up: bool = False
 
     @property
     def answer(self) -> ScoreResult:
@@ -121,6 +133,8 @@ def fold(state: Stored | None, event: AnyEvent, context: StartContext, rules: Ru
         return start(state, event, context, rules)
     if state is None:
         return Outcome(404, {"error": "unknown_call"})
+    if isinstance(event, GateForwarded):
+        return forwarded(state, event)
     if isinstance(state, CallState) and not state.quiet and event.received_at is not None:
         late = TimeBounds.of(rules.limits).too_old(event.at, event.received_at)
         if late is not None:
@@ -214,7 +228,7 @@ def second_start(state: CallState, event: CallStarted) -> Outcome:
     # The platform and its carrier both reported this call: one record, the later source merged in.
     merged = merge_report(state, event.cost, event.cost_breakdown, event.attrs, fill_only=True)
     if gated and merged.gate_digit is None:
-        merged = msgspec.structs.replace(merged, gate_digit=event.gate_digit)
+        merged = msgspec.structs.replace(merged, gate_digit=event.gate_digit, hang_up=event.hang_up)
     return Outcome(200, gate_body(merged, answer) if gated else answer, state=merged)
 
 
@@ -285,6 +299,7 @@ def new_call(event: CallStarted, decided: CallDecided) -> CallState:
         spam_score=None if answer.capped else round(answer.score * 100),
         decision=decided,
         gate_digit=event.gate_digit,
+        hang_up=event.hang_up,
     )
 
 
@@ -372,6 +387,21 @@ def pressed(state: CallState, event: GatePressed, rules: Rules) -> Outcome:
     reason = GATE_TIMEOUT if not event.digits else GATE_FAIL
     call = close(state, event.id, event.at, reason, SOURCE, rules, duration_s=0)
     return Outcome(200, {"result": reason}, state=call, facts=settled_facts(call, rules, event.received_at))
+
+
+def forwarded(state: CallState, event: GateForwarded) -> Outcome:
+    """A gate forward's outcome, as a fact for the number's detectors (`platform.degraded`)."""
+    done = ForwardDone(
+        id=event.id,
+        account_id=state.account_id,
+        number=state.number,
+        at=event.at,
+        call_id=state.call_id,
+        host=event.host,
+        duration_ms=event.duration_ms,
+        failed=event.failed,
+    )
+    return Outcome(200, None, facts=[done])
 
 
 def settled_facts(call: CallState, rules: Rules, received_at: int | None = None) -> list[Fact]:
@@ -501,6 +531,7 @@ def long_running_alert(call: CallState, at: int, raised_at: int, rules: Rules) -
 
 
 def suspicious_alert(call: CallState, raised_at: int) -> Alert:
+    """`call.suspicious`; on a gated call with `hang_up_suspicious`, the carrier's call to end with it."""
     picture = call.live
     flags = picture.flags
     first = picture.first_alert_at if picture.first_alert_at is not None else call.started_at
@@ -514,7 +545,10 @@ def suspicious_alert(call: CallState, raised_at: int) -> Alert:
     }
     if call.direction == "outbound":
         data["direction"] = "outbound"
-    return make_alert(call.account_id, "call.suspicious", call.call_id, call.started_at, raised_at, data)
+    alert = make_alert(call.account_id, "call.suspicious", call.call_id, call.started_at, raised_at, data)
+    if call.hang_up and call.provider_call_id:
+        alert = msgspec.structs.replace(alert, data={**data, "hung_up": True}, hang_up=call.provider_call_id)
+    return alert
 
 
 def call_reasons(call: CallState) -> list[str]:

@@ -14,7 +14,17 @@ from typing import Any, cast
 import msgspec
 
 from domain.alerts import Alert, callers_named, make_alert
-from domain.facts import AnyFact, BlockPlaced, CallDecided, CallSettled, Fact, NumberTick, PatternActive, PointsCharged
+from domain.facts import (
+    AnyFact,
+    BlockPlaced,
+    CallDecided,
+    CallSettled,
+    Fact,
+    ForwardDone,
+    NumberTick,
+    PatternActive,
+    PointsCharged,
+)
 from domain.gate import GATE_FAIL
 from domain.rules import DAY_MS, HOUR_MS, MIN_MS, DetectorRules, ScoringRules
 
@@ -70,6 +80,14 @@ class Echo(msgspec.Struct, frozen=True, array_like=True):
     facts: list[AnyFact]
 
 
+class Forward(msgspec.Struct, frozen=True, array_like=True):
+    """One gate forward to a platform host: when it finished, and whether it was bad (failed or slow)."""
+
+    at: int
+    id: str
+    bad: bool
+
+
 class NumberWindow(msgspec.Struct, frozen=True, kw_only=True):
     calls: list[WindowCall] = msgspec.field(default_factory=list)
     countries: dict[str, CountrySeen] = msgspec.field(default_factory=dict)
@@ -77,6 +95,8 @@ class NumberWindow(msgspec.Struct, frozen=True, kw_only=True):
     spend: dict[int, SpendHour] = msgspec.field(default_factory=dict)
     cooldown: dict[str, int] = msgspec.field(default_factory=dict)
     spike: Spike | None = None
+    # The latest gate forwards per platform host, oldest first.
+    forwards: dict[str, list[Forward]] = msgspec.field(default_factory=dict)
     seen: list[str] = msgspec.field(default_factory=list)
     # Ids of the latest facts that raised or placed something, whose echoes are kept.
     echoes: list[str] = msgspec.field(default_factory=list)
@@ -126,6 +146,7 @@ class _Working:
         self.spend = dict(window.spend)
         self.cooldown = dict(window.cooldown)
         self.spike = window.spike
+        self.forwards = dict(window.forwards)
         self.seen = list(window.seen)
         self.echoes = list(window.echoes)
 
@@ -137,6 +158,7 @@ class _Working:
             spend=self.spend,
             cooldown=self.cooldown,
             spike=self.spike,
+            forwards=self.forwards,
             seen=self.seen,
             echoes=self.echoes,
         )
@@ -164,6 +186,8 @@ def observe(
         found, quiet, raised_at = _settled(w, fact, rules), fact.quiet, fact.received_at or fact.at
     elif isinstance(fact, NumberTick):
         found, quiet = volume_normal(w, fact.number, fact.at, rules), False
+    elif isinstance(fact, ForwardDone):
+        found, quiet = platform_degraded(w, fact, rules), False
     else:
         return Observed(window, [], [])
     if quiet:
@@ -508,6 +532,30 @@ def spend_exceeded(w: _Working, fact: CallSettled, rules: DetectorRules) -> list
         "calls": bucket.calls,
     }
     return [Detection("number.spend_exceeded", fact.number, at, data)]
+
+
+def platform_degraded(w: _Working, fact: ForwardDone, rules: DetectorRules) -> list[Detection]:
+    """≥ `degraded_bad` of the host's last `degraded_last` forwards within the window failed or were slow."""
+    bad = fact.failed or fact.duration_ms > rules.degraded_slow_ms
+    since = fact.at - rules.degraded_window_min * MIN_MS
+    kept = [f for f in w.forwards.get(fact.host, []) if f.at > since]
+    kept = sorted([*kept, Forward(fact.at, fact.id, bad)], key=lambda f: (f.at, f.id))[-rules.degraded_last :]
+    w.forwards[fact.host] = kept
+    # Hosts with nothing inside the window are forgotten, so a number's window stays small.
+    w.forwards = {host: seen for host, seen in w.forwards.items() if seen[-1].at > since}
+    recent = [f for f in kept if f.at <= fact.at]
+    bad_count = sum(1 for f in recent if f.bad)
+    if not bad or bad_count < rules.degraded_bad:
+        return []
+    data = {
+        "number": fact.number,
+        "host": fact.host,
+        "bad": bad_count,
+        "calls": len(recent),
+        "slow_ms": rules.degraded_slow_ms,
+        "window_min": rules.degraded_window_min,
+    }
+    return [Detection("platform.degraded", f"{fact.number}|{fact.host}", fact.at, data)]
 
 
 def sweep_due(window: NumberWindow, at: int) -> int | None:

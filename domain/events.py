@@ -53,6 +53,9 @@ class CallStarted(Event, frozen=True, kw_only=True, tag="call.started"):
     # The gate's keypress challenge digit, drawn by the edge for a call the carrier reported; it lives in
     # the call's state and is never in a URL (docs/api.md, The carrier gate).
     gate_digit: str | None = None
+    # Set by the edge for a gated call on a number with `hang_up_suspicious` (Guard plan): the call's first
+    # alert-level live flag ends it through the carrier.
+    hang_up: bool = False
 
 
 class CallEnded(Event, frozen=True, kw_only=True, tag="call.ended"):
@@ -70,6 +73,14 @@ class GatePressed(Event, frozen=True, kw_only=True, tag="gate.pressed"):
     """The caller's answer to the gate's challenge: the keys pressed, empty when none."""
 
     digits: str = ""
+
+
+class GateForwarded(Event, frozen=True, kw_only=True, tag="gate.forwarded"):
+    """How a gate forward to the number's platform went, as the edge saw it; `at` is when it finished."""
+
+    host: str
+    duration_ms: int
+    failed: bool
 
 
 class Turn(Event, frozen=True, kw_only=True, omit_defaults=True):
@@ -103,7 +114,9 @@ class Tick(Event, frozen=True, kw_only=True, tag="tick", omit_defaults=True):
     """The sweep's look at an open call: silence and length can trip a rule with no event of the call."""
 
 
-AnyEvent = CallStarted | CallEnded | TurnStarted | TurnEnded | Interruption | Transcript | Tick | GatePressed
+AnyEvent = (
+    CallStarted | CallEnded | TurnStarted | TurnEnded | Interruption | Transcript | Tick | GatePressed | GateForwarded
+)
 TURN_TYPES = ("turn.started", "turn.ended", "interruption", "transcript")
 
 _decoder = msgspec.json.Decoder(AnyEvent)

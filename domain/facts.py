@@ -135,7 +135,19 @@ class NumberTick(Fact, frozen=True, kw_only=True, tag="number.tick"):
     """The sweep's look at a number in a spike: an hour can return to normal with no call to it."""
 
 
-AnyFact = CallDecided | CallRefused | CallSettled | BlockPlaced | PatternActive | PointsCharged | NumberTick
+class ForwardDone(Fact, frozen=True, kw_only=True, tag="forward.done"):
+    """A gate forward to the number's platform: its host, how long it took, whether it failed; `id` is the
+    `gate.forwarded` event's id."""
+
+    call_id: str
+    host: str
+    duration_ms: int
+    failed: bool
+
+
+AnyFact = (
+    CallDecided | CallRefused | CallSettled | BlockPlaced | PatternActive | PointsCharged | NumberTick | ForwardDone
+)
 
 
 class Delivery(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", omit_defaults=True):
@@ -161,7 +173,20 @@ class DeliveryOutcome(Delivery, frozen=True, kw_only=True, tag="delivery.outcome
     duration_ms: int
 
 
-AnyDelivery = DeliverySkipped | DeliveryAttempt | DeliveryOutcome
+class HangUpAttempt(Delivery, frozen=True, kw_only=True, tag="hangup.attempt"):
+    """Appended before the carrier is asked to end a gated call, so no rebuild or restart asks twice."""
+
+    call_sid: str
+
+
+class HangUpOutcome(Delivery, frozen=True, kw_only=True, tag="hangup.outcome"):
+    ended: bool
+    status: int | None
+    error: str | None
+    duration_ms: int
+
+
+AnyDelivery = DeliverySkipped | DeliveryAttempt | DeliveryOutcome | HangUpAttempt | HangUpOutcome
 
 _facts = msgspec.json.Decoder(AnyFact)
 _deliveries = msgspec.json.Decoder(AnyDelivery)

@@ -25,6 +25,8 @@ from domain.facts import (
     CallSettled,
     DeliveryOutcome,
     Fact,
+    HangUpAttempt,
+    HangUpOutcome,
     PatternActive,
     PointsCharged,
     PublicBlock,
@@ -140,6 +142,8 @@ class FeatureView:
 
     def apply_delivery(self, record: AnyDelivery) -> bool:
         """The latest word on an alert's webhook: skipped, attempted, then its outcome."""
+        if isinstance(record, HangUpAttempt | HangUpOutcome):
+            return False
         key = K.delivery(record.alert_id)
         known = self.store.get(key)
         if known is not None and known["kind"] == "delivery.outcome":

@@ -131,6 +131,10 @@ class DetectorRules:
     block_min: int = 60
     cooldown_min: int = 15
     long_call_min: int = 30
+    degraded_bad: int = 3
+    degraded_last: int = 10
+    degraded_window_min: int = 5
+    degraded_slow_ms: int = 3000
 
 
 @dataclass(frozen=True)

@@ -115,6 +115,12 @@ class Settings:
     gate_forward_timeout_s: float = 10.0
     # Seconds the carrier waits for the challenge's keypress.
     gate_challenge_timeout_s: int = 6
+    # The carrier's REST API, for ending a gated call (`hang_up_suspicious`): its base URL (a local
+    # stand-in in tests), the deployment's account and auth token (never in a repr), and the time-out.
+    twilio_api_base: str = "https://api.twilio.com"
+    twilio_account_sid: str = ""
+    twilio_auth_token: str = field(default="", repr=False)
+    carrier_timeout_s: float = 8.0
     # Fault injection for the kill tests (processors/faults.py): "every=N,limit=M"; empty in production.
     faults: str = ""
     # The deployment key that seals webhook signing secrets on the accounts topic (infra/sealing.py):

@@ -8,6 +8,7 @@ is TwiML too: `ingest.app` turns the edge's errors on these paths into `<Reject/
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import secrets
@@ -16,6 +17,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 from aiohttp import web
@@ -23,7 +25,7 @@ from twilio.request_validator import RequestValidator
 
 from domain import gate, ids, keys
 from domain.accounts import Account, Gate
-from domain.events import AnyEvent, CallEnded, CallStarted, GatePressed, event_type
+from domain.events import AnyEvent, CallEnded, CallStarted, GateForwarded, GatePressed, event_type
 from domain.validation import Stamp, TimeBounds, parse_event
 from infra.clock import now_ms
 from infra.sealing import Sealer, SecretKeyProblem, sealer_for
@@ -127,11 +129,28 @@ async def ask(edge: Edge, account_id: str, event: AnyEvent) -> dict[str, Any]:
 
 
 async def forward(request: web.Request, call: GateRequest, score: str, action: str) -> web.Response:
-    """The platform's TwiML, relayed byte for byte; a short apology and a hang-up when it failed."""
+    """The platform's TwiML, relayed byte for byte; a short apology and a hang-up when it failed. Either
+    way the outcome goes to the log for the number's `platform.degraded` detector."""
     url = call.settings.forward_url
     if not url:
         return twiml.apology()
     done = await request.app[FORWARDER].post(url, call.raw, score, action)
+    at = now_ms()
+    outcome = GateForwarded(
+        id=uuid.uuid4().hex,
+        account_id=call.account.id,
+        call_id=call_sid(call.form),
+        at=at,
+        received_at=at,
+        plan=call.account.plan,
+        host=urlsplit(url).hostname or "",
+        duration_ms=done.duration_ms,
+        failed=done.body is None,
+    )
+    edge = edge_of(request)
+    with contextlib.suppress(ApiError):
+        # The log could not take it (logged by the edge): the caller still gets the platform's answer.
+        await edge.append(edge.settings.topic("events"), keys.call(call.account.id, outcome.call_id), outcome)
     if done.body is None:
         log.info("forward failed", extra={"error": done.error, "ms": done.duration_ms})
         return twiml.apology()
@@ -162,7 +181,8 @@ async def incoming(request: web.Request) -> web.Response:
     event = parse_event(gate.started_body(call.form, call.number), stamp_for(call.account), bounds(edge))
     assert isinstance(event, CallStarted)
     # Drawn here, kept in the call's state by its fold, and sent only to the carrier's caller.
-    event = msgspec.structs.replace(event, gate_digit=str(secrets.randbelow(10)))
+    hang_up = call.settings.hang_up_suspicious and call.account.plan == "guard"
+    event = msgspec.structs.replace(event, gate_digit=str(secrets.randbelow(10)), hang_up=hang_up)
     reply = await asked(request, call, event)
     if reply is None:
         return await unavailable(request, call)

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import aiohttp
+import orjson
 import pytest
 import trustme
 from aiohttp import web
@@ -21,7 +22,8 @@ from twilio.request_validator import RequestValidator
 
 from callscreen.admin import Admin
 from tests.receiver import https_site, receiver_env
-from tests.service import AccountKeys, RunningService, create_account, start_service
+from tests.service import AccountKeys, RunningService, create_account, settled, start_service
+from tests.topics import read_topic
 
 pytestmark = pytest.mark.pipeline
 
@@ -39,25 +41,60 @@ AUTH_TOKEN = "12345678901234567890123456789012"
 
 @dataclass
 class Platform:
-    """The platform's voice URL: `/voice` answers TwiML, `/fail` 500, `/slow` TwiML after 4 s."""
+    """The platform's voice URL: `/voice` answers TwiML, `/fail` 500; `/scripted` takes its turn from
+    `script`: `fail` (500), `slow` (TwiML after 4 s) or `ok`."""
 
     url: str = ""
     received: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
+    script: list[str] = field(default_factory=list)
 
     async def handle(self, request: web.Request) -> web.Response:
         self.received.append((request.path, dict(request.headers), await request.read()))
-        if request.path == "/fail":
+        turn = self.script.pop(0) if request.path == "/scripted" else request.path.strip("/")
+        if turn == "fail":
             return web.Response(status=500)
-        if request.path == "/slow":
+        if turn == "slow":
             await asyncio.sleep(4)
         return web.Response(body=PLATFORM_TWIML, content_type="application/xml")
 
 
+@dataclass
+class Carrier:
+    """The carrier's REST API: records each request to update a call, and answers as Twilio does."""
+
+    url: str = ""
+    received: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        form = {name: str(value) for name, value in (await request.post()).items()}
+        self.received.append((request.path, request.headers.get("Authorization", ""), form))
+        call_sid = request.path.rsplit("/", 1)[-1].removesuffix(".json")
+        return web.json_response({"sid": call_sid, "status": "completed"})
+
+
+CARRIER_ACCOUNT_SID = "AC" + "1" * 32
+CARRIER_AUTH_TOKEN = "carrier-auth-token-for-tests"
+
+
+@pytest.fixture(scope="module")
+async def carrier(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Carrier]:
+    stand_in = Carrier()
+    async with https_site(webhook_ca[0], stand_in.handle) as url:
+        stand_in.url = url
+        yield stand_in
+
+
 @pytest.fixture(scope="module")
 def gate_service(
-    kafka: str, tmp_path_factory: pytest.TempPathFactory, webhook_ca: tuple[trustme.CA, Path]
+    kafka: str, tmp_path_factory: pytest.TempPathFactory, webhook_ca: tuple[trustme.CA, Path], carrier: Carrier
 ) -> Iterator[RunningService]:
-    running = start_service(tmp_path_factory.mktemp("gate") / "data", kafka, env=receiver_env(webhook_ca[1]))
+    env = {
+        **receiver_env(webhook_ca[1]),
+        "CALLSCREEN_TWILIO_API_BASE": carrier.url,
+        "CALLSCREEN_TWILIO_ACCOUNT_SID": CARRIER_ACCOUNT_SID,
+        "CALLSCREEN_TWILIO_AUTH_TOKEN": CARRIER_AUTH_TOKEN,
+    }
+    running = start_service(tmp_path_factory.mktemp("gate") / "data", kafka, env=env)
     yield running
     running.stop()
 
@@ -206,6 +243,89 @@ async def test_a_platform_that_fails_gets_the_caller_an_apology(
     status, _, root = await post_form(http, gate.url, voice_form(sid(), StirVerstat="TN-Validation-Passed-A"))
     assert status == 200
     assert verbs(root) == ["Say", "Hangup"]
+
+
+async def alerts_of(http: aiohttp.ClientSession, gate: Gated, kind: str) -> list[dict[str, Any]]:
+    async with http.get(f"{gate.service.base_url}/v1/alerts?type={kind}", headers=gate.account.headers) as r:
+        assert r.status == 200
+        found: list[dict[str, Any]] = (await r.json())["data"]
+        return found
+
+
+async def test_three_bad_forwards_to_a_host_raise_one_platform_degraded(
+    gate_service: RunningService, platform: Platform, http: aiohttp.ClientSession
+) -> None:
+    gate = await gated(gate_service, http, forward_url=f"{platform.url}/scripted")
+    platform.script = ["ok", "fail", "slow", "fail", "fail"]
+    answers = []
+    for index in range(5):
+        form = voice_form(sid(), f"+1{AREAS[index]}5550143", StirVerstat="TN-Validation-Passed-A")
+        status, _, root = await post_form(http, gate.url, form)
+        answers.append((status, verbs(root)))
+    # A slow platform's answer is still relayed; a failed one gets the apology.
+    connect, apology = (200, ["Connect"]), (200, ["Say", "Hangup"])
+    assert answers == [connect, apology, connect, apology, apology]
+    await settled(gate_service.settings)
+    (alert,) = await alerts_of(http, gate, "platform.degraded")
+    assert alert["data"] == {
+        "number": NUMBER,
+        "host": "127.0.0.1",
+        "bad": 3,
+        "calls": 4,
+        "slow_ms": 3000,
+        "window_min": 5,
+    }
+    assert alert["severity"] == "critical"
+
+
+async def test_a_suspicious_gated_call_is_hung_up_once_through_the_carrier(
+    gate_service: RunningService, platform: Platform, carrier: Carrier, http: aiohttp.ClientSession
+) -> None:
+    gate = await gated(gate_service, http, forward_url=f"{platform.url}/voice", hang_up_suspicious=True)
+    call_sid = sid()
+    status, _, root = await post_form(http, gate.url, voice_form(call_sid, StirVerstat="TN-Validation-Passed-A"))
+    assert (status, verbs(root)) == (200, ["Connect"])
+    # The platform reports the call's turns: six interruptions within a minute, a barge storm (alert-level).
+    for _ in range(7):
+        barge = {"type": "interruption", "call_id": call_sid, "role": "user"}
+        async with http.post(f"{gate_service.base_url}/v1/events", json=barge, headers=gate.account.headers) as r:
+            assert r.status == 200
+    await settled(gate_service.settings)
+    (alert,) = await alerts_of(http, gate, "call.suspicious")
+    assert alert["data"]["hung_up"] is True
+    assert alert["data"]["call_id"] == call_sid
+    assert "barge_storm" in alert["data"]["flags"]
+    asked = [r for r in carrier.received if call_sid in r[0]]
+    assert asked == [
+        (
+            f"/2010-04-01/Accounts/{CARRIER_ACCOUNT_SID}/Calls/{call_sid}.json",
+            aiohttp.encode_basic_auth(CARRIER_ACCOUNT_SID, CARRIER_AUTH_TOKEN),
+            {"Status": "completed"},
+        )
+    ]
+    outcomes = [
+        orjson.loads(record.value)
+        for record in await read_topic(gate_service.settings, gate_service.settings.topic("deliveries"))
+        if orjson.loads(record.value).get("alert_id") == alert["id"]
+    ]
+    hang_ups = [(o["kind"], o.get("ended"), o.get("status")) for o in outcomes if o["kind"].startswith("hangup.")]
+    assert hang_ups == [("hangup.attempt", None, None), ("hangup.outcome", True, 200)]
+
+
+async def test_without_hang_up_suspicious_a_suspicious_gated_call_is_left_alone(
+    gate_service: RunningService, platform: Platform, carrier: Carrier, http: aiohttp.ClientSession
+) -> None:
+    gate = await gated(gate_service, http, forward_url=f"{platform.url}/voice")
+    call_sid = sid()
+    await post_form(http, gate.url, voice_form(call_sid, StirVerstat="TN-Validation-Passed-A"))
+    for _ in range(6):
+        barge = {"type": "interruption", "call_id": call_sid, "role": "user"}
+        async with http.post(f"{gate_service.base_url}/v1/events", json=barge, headers=gate.account.headers) as r:
+            assert r.status == 200
+    await settled(gate_service.settings)
+    (alert,) = await alerts_of(http, gate, "call.suspicious")
+    assert "hung_up" not in alert["data"]
+    assert [r for r in carrier.received if call_sid in r[0]] == []
 
 
 async def test_reject_refuses_the_call_and_ends_the_record(

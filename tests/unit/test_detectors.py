@@ -8,7 +8,17 @@ from typing import Any
 
 from domain.alerts import Alert
 from domain.detectors import NumberWindow, observe, pattern_matches
-from domain.facts import BlockPlaced, CallDecided, CallSettled, Fact, PatternActive, Prior, ScoreResult, Thresholds
+from domain.facts import (
+    BlockPlaced,
+    CallDecided,
+    CallSettled,
+    Fact,
+    ForwardDone,
+    PatternActive,
+    Prior,
+    ScoreResult,
+    Thresholds,
+)
 from domain.rules import DetectorRules, ScoringRules
 
 RULES = DetectorRules()
@@ -173,6 +183,53 @@ def test_spend_exceeded_past_25_dollars_in_an_hour() -> None:
     assert "number.spend_exceeded" not in types(run([settled(1, 20.0), settled(2, 5.0)]))
     assert "number.spend_exceeded" in types(run([settled(1, 20.0), settled(2, 5.01)]))
     assert "number.spend_exceeded" not in types(run([settled(1, 20.0), settled(61, 20.0)]))
+
+
+def forward(minute: float, ms: int = 200, failed: bool = False, host: str = "agent.example.com") -> ForwardDone:
+    n = next(_ids)
+    return ForwardDone(
+        id=f"w{n}",
+        account_id="acct_x",
+        number=NUMBER,
+        at=T0 + int(minute * MIN),
+        call_id=f"CA{n}",
+        host=host,
+        duration_ms=ms,
+        failed=failed,
+    )
+
+
+def test_platform_degraded_at_three_bad_of_the_last_ten_within_five_minutes() -> None:
+    # Slow means over 3 s: 3000 ms is not slow, 3001 ms is.
+    assert run([forward(0, 3000), forward(1, 3000), forward(2, 3000)]) == []
+    found = run([forward(0, failed=True), forward(1, 3001), forward(2), forward(3, failed=True)])
+    assert types(found) == ["platform.degraded"]
+    assert found[0].severity == "critical"
+    assert found[0].data == {
+        "number": NUMBER,
+        "host": "agent.example.com",
+        "bad": 3,
+        "calls": 4,
+        "slow_ms": 3000,
+        "window_min": 5,
+    }
+    # Five minutes or more apart, the bad ones do not add up.
+    assert run([forward(0, failed=True), forward(2.5, failed=True), forward(5, failed=True)]) == []
+    # Only the last ten count: two bad ones pushed out by ten good ones.
+    pushed = [forward(0, failed=True), forward(0.1, failed=True), *(forward(0.2 + i / 100) for i in range(9))]
+    assert run([*pushed, forward(1, failed=True)]) == []
+    # Each host on its own.
+    hosts = [forward(0, failed=True, host="a.example"), forward(1, failed=True, host="b.example")]
+    assert run([*hosts, forward(2, failed=True, host="a.example")]) == []
+
+
+def test_platform_degraded_follows_the_cooldown_and_replays_count_once() -> None:
+    window = Window()
+    bad = [forward(i, failed=True) for i in range(3)]
+    assert types(window.run(bad)) == ["platform.degraded"]
+    assert window.run([*bad, forward(3, failed=True)]) == []
+    assert window.run([forward(18, failed=True)]) == []
+    assert types(window.run([forward(18.5, failed=True), forward(19, failed=True)])) == ["platform.degraded"]
 
 
 def test_cooldown_holds_for_fourteen_fifty_nine_and_ends_at_fifteen() -> None:

@@ -10,8 +10,8 @@ import pytest
 from domain import calls, detectors, features, gate
 from domain.calls import CallState, Outcome, Stored
 from domain.detectors import NumberWindow
-from domain.events import AnyEvent, CallStarted, GatePressed
-from domain.facts import BlockPlaced, CallSettled
+from domain.events import AnyEvent, CallStarted, GateForwarded, GatePressed, Interruption
+from domain.facts import BlockPlaced, CallSettled, ForwardDone
 from domain.features import FeatureView
 from domain.rules import Rules
 from domain.store import MemoryStore
@@ -174,3 +174,62 @@ def test_a_rejected_gated_call_ends_at_once() -> None:
     assert outcome.body["state"] == "ended"
     assert isinstance(outcome.state, CallState) and outcome.state.reason == "rejected"
     assert [type(f).__name__ for f in outcome.facts] == ["CallDecided", "CallSettled"]
+
+
+def forwarded(event_id: str, failed: bool) -> GateForwarded:
+    return GateForwarded(
+        id=event_id,
+        account_id="acct_x",
+        call_id="CA01",
+        at=AT + 900,
+        received_at=AT + 900,
+        host="agent.example.com",
+        duration_ms=4100,
+        failed=failed,
+    )
+
+
+def test_a_forward_becomes_a_fact_for_the_numbers_detectors() -> None:
+    view = FeatureView(MemoryStore(), RULES.scoring)
+    start = fold(None, gated_start("ev-1"), view)
+    outcome = fold(start.state, forwarded("ev-2", failed=True), view)
+    assert (outcome.status, outcome.body, outcome.state) == (200, None, None)
+    assert outcome.facts == [
+        ForwardDone(
+            id="ev-2",
+            account_id="acct_x",
+            number=NUMBER,
+            at=AT + 900,
+            call_id="CA01",
+            host="agent.example.com",
+            duration_ms=4100,
+            failed=True,
+        )
+    ]
+    # A forward for a call the log does not hold is refused, and places nothing.
+    assert fold(None, forwarded("ev-3", failed=False), view).status == 404
+
+
+def barge(event_id: str, second: int) -> Interruption:
+    at = AT + second * 1000
+    return Interruption(
+        id=event_id, account_id="acct_x", call_id="CA01", at=at, received_at=at, plan="guard", role="user"
+    )
+
+
+@pytest.mark.parametrize("hang_up", [True, False])
+def test_the_first_alert_level_flag_on_a_gated_call_names_the_call_to_end(hang_up: bool) -> None:
+    view = FeatureView(MemoryStore(), RULES.scoring)
+    start = fold(None, msgspec.structs.replace(gated_start("ev-1"), hang_up=hang_up), view)
+    state = start.state
+    raised = []
+    for n in range(7):
+        outcome = fold(state, barge(f"ev-b{n}", n), view)
+        state = outcome.state or state
+        raised += outcome.alerts
+    (alert,) = raised
+    assert alert.type == "call.suspicious"
+    assert alert.data.get("hung_up") is (True if hang_up else None)
+    assert alert.hang_up == ("CA01" if hang_up else None)
+    # The carrier's id stays out of what receivers get.
+    assert "hang_up" not in alert.envelope()
