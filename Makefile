@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint lock fuzz docs bench bench-memory faults soak clean
+.PHONY: run test lint lock fuzz docs bench bench-gate bench-memory faults soak clean
 
 # The install step: the virtual environment, every dependency at the hash-checked version of the dev
 # lock (pip, setuptools and wheel too, so the editable build downloads nothing unpinned), the package
@@ -59,6 +59,11 @@ fuzz: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.gate
+
+# Only the carrier gate's section of docs/benchmarks.md (about a minute).
+bench-gate: $(STAMP)
+	$(BIN)/python -m bench.gate
 
 bench-memory: $(STAMP)
 	$(BIN)/python -m bench.memory

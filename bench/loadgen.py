@@ -14,6 +14,10 @@ Modes:
           closed with `call.ended` at `close_rate` (reported separately, not in the measured stats).
   calls   full calls (start, 10-40 turns, end) from a pool of concurrent calls; every event counts.
           Calls still open when arrivals stop are closed afterwards, unmeasured.
+  gate    every arrival is the carrier's "a call comes in" form POSTed to a number's gate (`gates`),
+          alternately one the score rejects (`gate.reject`: the caller is the called number, its
+          signature failed) and one it challenges (`gate.challenge`: a failed signature); an answer
+          without the expected TwiML verb counts as an error.
 
 The spec is JSON on stdin; the result is one JSON object on stdout.
 """
@@ -61,6 +65,7 @@ class Spec:
     prefix: str = "b"
     concurrent_calls: int = 0
     call_offset: int = 0  # calls earlier runs made: accounts and numbers continue where they stopped
+    gates: list[dict[str, str]] = field(default_factory=list)  # gate mode: each number's gate URL
 
     @staticmethod
     def from_json(raw: dict[str, Any]) -> Spec:
@@ -201,6 +206,69 @@ async def drive(spec: Spec) -> dict[str, Any]:
     return summarise(spec, samples, unmeasured, offered, error_bodies) | extra
 
 
+def gate_form(call_sid: str, number: str, caller: str, stir: str) -> dict[str, str]:
+    """The parameters Twilio posts to a number's voice URL when a call comes in."""
+    return {
+        "AccountSid": "AC" + "0" * 32,
+        "CallSid": call_sid,
+        "CallStatus": "ringing",
+        "Direction": "inbound",
+        "From": caller,
+        "To": number,
+        "StirVerstat": stir,
+    }
+
+
+async def drive_gate(spec: Spec) -> dict[str, Any]:
+    rng = random.Random(spec.seed)
+    loop = asyncio.get_running_loop()
+    arrivals = poisson_arrivals(rng, spec.rate, spec.duration_s)
+    samples: list[Sample] = []
+    error_bodies: Counter[str] = Counter()
+    connector = aiohttp.TCPConnector(limit=spec.connections)
+    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
+        await asyncio.gather(*(http.get(f"{spec.base_url}/healthz") for _ in range(min(32, spec.connections))))
+        t0 = loop.time() + 0.5
+
+        async def one(index: int, offset: float) -> None:
+            gate = spec.gates[index % len(spec.gates)]
+            number = gate["number"]
+            if index % 2 == 0:
+                kind, verb = "gate.reject", b"<Reject"
+                form = gate_form(f"CA{spec.prefix}{index:08d}", number, number, "TN-Validation-Failed-A")
+            else:
+                kind, verb = "gate.challenge", b"<Gather"
+                caller = caller_number(rng)
+                form = gate_form(f"CA{spec.prefix}{index:08d}", number, caller, "TN-Validation-Failed")
+            intended = t0 + offset
+            delay = intended - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            sent = loop.time()
+            status = 0
+            try:
+                async with http.post(gate["url"], data=form) as response:
+                    payload = await response.read()
+                    status = response.status
+                    if status == 200 and verb not in payload:
+                        error_bodies[f"unexpected {payload[:80].decode(errors='replace')}"] += 1
+                        status = 0
+                    elif status >= 300:
+                        error_bodies[f"{status} {payload[:80].decode(errors='replace')}"] += 1
+            except (TimeoutError, aiohttp.ClientError) as exc:
+                error_bodies[type(exc).__name__] += 1
+            latency = loop.time() - intended if status else math.inf
+            samples.append(Sample(kind, offset, latency, status, sent - intended))
+
+        tasks = [asyncio.create_task(one(i, t)) for i, t in enumerate(arrivals)]
+        _done, pending = await asyncio.wait(tasks, timeout=spec.duration_s + spec.drain_s + 0.5)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+    return summarise(spec, samples, [], len(arrivals), error_bodies) | {"calls": len(arrivals)}
+
+
 def percentile(sorted_values: list[float], q: float) -> float:
     if not sorted_values:
         return math.nan
@@ -263,7 +331,7 @@ def summarise(
 
 def main() -> None:
     spec = Spec.from_json(orjson.loads(sys.stdin.buffer.read()))
-    result = asyncio.run(drive(spec))
+    result = asyncio.run(drive_gate(spec) if spec.mode == "gate" else drive(spec))
     sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
     sys.stdout.flush()
 

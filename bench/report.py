@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+# The carrier gate's section of docs/benchmarks.md is written by bench/gate.py and carried over by bench.run.
+GATE_BEGIN, GATE_END = "<!-- gate:begin -->", "<!-- gate:end -->"
 TARGETS_NOTE = "Targets are the issue's; a miss is reported as measured, the service was not tuned for this run."
 
 
@@ -369,3 +371,18 @@ def profile_section(prof: dict[str, Any]) -> list[str]:
         out += [f"| `{fn}` | {own} | {total} |" for fn, own, total in top["rows"]]
         out.append("")
     return out
+
+
+def with_gate_section(document: str, section: str) -> str:
+    """The document with its gate section replaced, or with it added at the end."""
+    if GATE_BEGIN in document and GATE_END in document:
+        head, rest = document.split(GATE_BEGIN, 1)
+        return head + section + rest.split(GATE_END, 1)[1]
+    return document.rstrip("\n") + "\n\n" + section + "\n"
+
+
+def gate_section_of(document: str) -> str | None:
+    """The gate section of an earlier report, for bench.run to carry into the one it writes."""
+    if GATE_BEGIN in document and GATE_END in document:
+        return GATE_BEGIN + document.split(GATE_BEGIN, 1)[1].split(GATE_END, 1)[0] + GATE_END
+    return None

@@ -560,7 +560,9 @@ def main(argv: list[str] | None = None) -> None:
         args.json.write_text(json.dumps(results, indent=2, default=str))
         command = "python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:])
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(report.render(results, command.strip()))
+        rendered = report.render(results, command.strip())
+        kept = report.gate_section_of(args.out.read_text()) if args.out.exists() else None
+        args.out.write_text(rendered if kept is None else report.with_gate_section(rendered, kept))
     print(f"wrote {args.out} in {results['elapsed_s']}s", file=sys.stderr)
 
 
