@@ -25,6 +25,7 @@ The spec is JSON on stdin; the result is one JSON object on stdout.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import random
 import sys
@@ -230,6 +231,7 @@ async def drive_gate(spec: Spec) -> dict[str, Any]:
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
         await asyncio.gather(*(http.get(f"{spec.base_url}/healthz") for _ in range(min(32, spec.connections))))
         t0 = loop.time() + 0.5
+        closing: set[asyncio.Task[None]] = set()
 
         async def one(index: int, offset: float) -> None:
             gate = spec.gates[index % len(spec.gates)]
@@ -266,6 +268,20 @@ async def drive_gate(spec: Spec) -> dict[str, Any]:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+
+        async def close(index: int) -> None:
+            """The carrier's status callback for a challenged call (the caller hung up), unmeasured."""
+            gate = spec.gates[index % len(spec.gates)]
+            form = {"CallSid": f"CA{spec.prefix}{index:08d}", "CallStatus": "no-answer", "CallDuration": "0"}
+            with contextlib.suppress(TimeoutError, aiohttp.ClientError):
+                async with http.post(f"{gate['url']}/status", data=form) as response:
+                    await response.read()
+
+        # As the starts mode closes its calls: open calls would have the sweep tick them in later runs.
+        for index in range(1, len(arrivals), 2):
+            await asyncio.sleep(1 / spec.close_rate)
+            closing.add(asyncio.create_task(close(index)))
+        await asyncio.gather(*closing)
     return summarise(spec, samples, [], len(arrivals), error_bodies) | {"calls": len(arrivals)}
 
 
