@@ -270,15 +270,18 @@ async def drive_gate(spec: Spec) -> dict[str, Any]:
         await asyncio.gather(*pending, return_exceptions=True)
 
         async def close(index: int) -> None:
-            """The carrier's status callback for a challenged call (the caller hung up), unmeasured."""
+            """The carrier's status callback once a call is over (refused, or the caller hung up on the
+            challenge), unmeasured."""
             gate = spec.gates[index % len(spec.gates)]
-            form = {"CallSid": f"CA{spec.prefix}{index:08d}", "CallStatus": "no-answer", "CallDuration": "0"}
+            status = "busy" if index % 2 == 0 else "no-answer"
+            form = {"CallSid": f"CA{spec.prefix}{index:08d}", "CallStatus": status, "CallDuration": "0"}
             with contextlib.suppress(TimeoutError, aiohttp.ClientError):
                 async with http.post(f"{gate['url']}/status", data=form) as response:
                     await response.read()
 
-        # As the starts mode closes its calls: open calls would have the sweep tick them in later runs.
-        for index in range(1, len(arrivals), 2):
+        # As a carrier with a status callback does, and as the starts mode closes its calls: open calls
+        # would have the sweep tick them in later runs.
+        for index in range(len(arrivals)):
             await asyncio.sleep(1 / spec.close_rate)
             closing.add(asyncio.create_task(close(index)))
         await asyncio.gather(*closing)
