@@ -6,7 +6,7 @@ and its outcome therefore loses the outcome (the alert stays `delivered.webhook:
 delivers twice, and a replay of the alerts topic delivers nothing.
 
 A `call.suspicious` alert that names a gated call to end (`hang_up`) is acted on at once, outside the
-queues: a `hangup.attempt` record, the carrier's calls API, a `hangup.outcome` record (alerting.hangup).
+queues: a `hangup.attempt` record, the carrier's calls API, a `hangup.outcome` record (alerting.carrier).
 It too is asked at most once.
 
 Instances share the alerts partitions in one consumer group (`<topic_prefix>.alerting`) and start from
@@ -31,8 +31,8 @@ import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
+from alerting.carrier import hang_up
 from alerting.delivery import Policy, deliver
-from alerting.hangup import hang_up
 from alerting.metrics import AlertingMetrics, outcome_label
 from alerting.offsets import ReadOffsets
 from domain.accounts import Account, AccountsView, apply
@@ -283,13 +283,13 @@ class Alerting:
         await self._record({**base, "kind": "hangup.attempt", "call_sid": alert["hang_up"]})
         assert self.carrier is not None, "run() opens it before the first alert is read"
         outcome = await hang_up(self.carrier, self.settings, alert["hang_up"])
-        label = "ended" if outcome.ended else outcome.error or "failed"
+        label = "ended" if outcome.ok else outcome.error or "failed"
         self.metrics.hang_ups.labels(label).inc()
         log.info("hang-up", extra={"alert_id": alert["id"], "outcome": label, "ms": outcome.duration_ms})
         outcome_record = {
             **base,
             "kind": "hangup.outcome",
-            "ended": outcome.ended,
+            "ended": outcome.ok,
             "status": outcome.status,
             "error": outcome.error,
             "duration_ms": outcome.duration_ms,

@@ -121,6 +121,19 @@ class Settings:
     twilio_account_sid: str = ""
     twilio_auth_token: str = field(default="", repr=False)
     carrier_timeout_s: float = 8.0
+    # Email, text and voice alerts (docs/api.md, Alert channels). The SMTP server's URL carries its
+    # password, so it is never in a repr; without it (or without the carrier's SID, token and sender
+    # number) the channel is unavailable and every message it would have sent is recorded as skipped.
+    smtp_url: str = field(default="", repr=False)
+    email_from: str = ""
+    email_timeout_s: float = 10.0
+    twilio_from: str = ""
+    # Per account, counted over the hour before each alert's `created_at`; past it `skipped: "rate"`.
+    texts_per_hour: int = 20
+    voice_calls_per_hour: int = 5
+    # Messages in flight per channel: overall, and per account.
+    channel_concurrency: int = 16
+    channel_account_concurrency: int = 2
     # Fault injection for the kill tests (processors/faults.py): "every=N,limit=M"; empty in production.
     faults: str = ""
     # The deployment key that seals webhook signing secrets on the accounts topic (infra/sealing.py):
@@ -135,6 +148,11 @@ class Settings:
     def memory_broker(self) -> bool:
         """True on the in-memory development broker, whose faults the clients work around."""
         return self.broker.startswith(MEMORY_SCHEME)
+
+    @property
+    def dashboard_url(self) -> str:
+        """Where people open the dashboard: the public URL, else the edge's own address."""
+        return self.public_url or f"http://{self.host}:{self.port}"
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}.{name}"
