@@ -29,6 +29,13 @@ class AlertingMetrics:
             buckets=DELIVERY_BUCKETS,
             registry=self.registry,
         )
+        self.channel_messages = Counter(
+            "callscreen_channel_messages_total",
+            "Email, text and voice messages, by channel and outcome: delivered, an error (smtp_<code>, "
+            "status_<code>, timeout, refused) or skipped_<reason> (floor, rate, unavailable, queue_full).",
+            ["channel", "outcome"],
+            registry=self.registry,
+        )
         self.hang_ups = Counter(
             "callscreen_hang_ups_total",
             "Gated calls the carrier was asked to end (`hang_up_suspicious`), by outcome: ended, an error "

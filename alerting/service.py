@@ -9,6 +9,12 @@ A `call.suspicious` alert that names a gated call to end (`hang_up`) is acted on
 queues: a `hangup.attempt` record, the carrier's calls API, a `hangup.outcome` record (alerting.carrier).
 It too is asked at most once.
 
+Each alert also fans out to the account's email, text and voice destinations (domain.channels): one
+`channel.attempt` record per (alert, channel, destination) before its send (alerting.smtp,
+alerting.carrier), or a `channel.skipped` record with the reason (below the floor, past the hourly cap,
+the deployment lacks the channel's settings, the queue is full). Each channel has its own fair queues,
+so a slow SMTP server or carrier API holds up neither webhooks nor another account's messages.
+
 Instances share the alerts partitions in one consumer group (`<topic_prefix>.alerting`) and start from
 its committed offsets, committing only up to the first alert whose first delivery record is not acked
 (alerting.offsets). Deliveries wait in per-account queues served round-robin (domain.fairness) under
@@ -22,7 +28,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,12 +37,14 @@ import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
-from alerting.carrier import hang_up
+from alerting import messages, smtp
+from alerting.carrier import Answered, configured, hang_up, place_call, send_text
 from alerting.delivery import Policy, deliver
 from alerting.metrics import AlertingMetrics, outcome_label
 from alerting.offsets import ReadOffsets
 from domain.accounts import Account, AccountsView, apply
-from domain.alert_budget import AlertBudget
+from domain.alert_budget import HOUR_MS, AlertBudget
+from domain.channels import CHANNELS, Send, fan_out, on_plan
 from domain.fairness import FairQueues
 from domain.times import parse_ms
 from infra.clock import now_ms
@@ -80,6 +88,32 @@ class Pending:
     alert: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Message:
+    """An email, text or voice message waiting in its channel's queue, and where its alert was read."""
+
+    partition: TopicPartition
+    offset: int
+    alert: dict[str, Any]
+    channel: str
+    to: str
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.alert["id"], self.channel, self.to)
+
+
+def available_channels(settings: Settings) -> frozenset[str]:
+    """The channels this deployment can send on: email with an SMTP server and a sender address, text and
+    voice with the carrier's credentials and a sender number."""
+    found = set()
+    if smtp.server_of(settings.smtp_url) is not None and settings.email_from:
+        found.add("email")
+    if configured(settings) and settings.twilio_from:
+        found |= {"text", "voice"}
+    return frozenset(found)
+
+
 class Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
     """Hands the consumer group's partition changes to the alerting role."""
 
@@ -110,6 +144,22 @@ class Alerting:
             settings.webhook_concurrency, settings.webhook_account_concurrency, settings.webhook_queue_limit
         )
         self.budget = AlertBudget(settings.alerts_per_minute)
+        self.available = available_channels(settings)
+        self.smtp_server = smtp.server_of(settings.smtp_url)
+        self.lanes: dict[str, FairQueues[Message]] = {
+            name: FairQueues(
+                settings.channel_concurrency, settings.channel_account_concurrency, settings.webhook_queue_limit
+            )
+            for name in CHANNELS
+        }
+        # Texts and voice calls per account per hour, one count per (alert, destination).
+        self.hourly = {
+            "text": AlertBudget(settings.texts_per_hour, HOUR_MS),
+            "voice": AlertBudget(settings.voice_calls_per_hour, HOUR_MS),
+        }
+        # (alert, channel, destination) with any `channel.*` record, and those queued or being sent here.
+        self.sent: set[tuple[str, str, str]] = set()
+        self.sending: set[tuple[str, str, str]] = set()
         self.reading: ReadOffsets[TopicPartition] = ReadOffsets()
         # Partitions the group gave this instance, and those of them it reads (after levelling, below).
         self.assigned: set[TopicPartition] = set()
@@ -134,8 +184,11 @@ class Alerting:
     def _note(self, record: dict[str, Any]) -> None:
         """A deliveries record seen (read back, or acked): its alert is not acted on again."""
         alert_id = str(record.get("alert_id"))
-        if str(record.get("kind")).startswith("hangup."):
+        kind = str(record.get("kind"))
+        if kind.startswith("hangup."):
             self.hung_up.add(alert_id)
+        elif kind.startswith("channel."):
+            self.sent.add((alert_id, str(record.get("channel")), str(record.get("to"))))
         else:
             self.handled.add(alert_id)
 
@@ -144,8 +197,13 @@ class Alerting:
         alert_id = str(record.get("alert_id"))
         # Attempts made by any instance, in any run, count against their account's budget.
         created_at = parse_ms(record.get("created_at"))
-        if record.get("kind") == "delivery.attempt" and created_at is not None:
+        if created_at is None:
+            return
+        if record.get("kind") == "delivery.attempt":
             self.budget.note(str(record.get("account_id")), alert_id, created_at)
+        hourly = self.hourly.get(str(record.get("channel")))
+        if record.get("kind") == "channel.attempt" and hourly is not None:
+            hourly.note(str(record.get("account_id")), f"{alert_id}|{record.get('to')}", created_at)
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.producer.start()
@@ -190,7 +248,7 @@ class Alerting:
                     with contextlib.suppress(asyncio.CancelledError):
                         await dispatcher
                 # What is still queued stays uncommitted: the next owner of its partition delivers it.
-                self.queued -= {p.alert["id"] for p in self.queues.drop(lambda _: True)}
+                self._drop(lambda _: True)
                 if self.tasks:
                     await asyncio.wait(self.tasks, timeout=self.settings.webhook_timeout_s)
                 if self.writes:
@@ -214,6 +272,7 @@ class Alerting:
         alert_id, account_id = alert["id"], alert["account_id"]
         if alert.get("hang_up") and alert_id not in self.hung_up:
             self._start(self._hang_up(alert))
+        self._fan_out(partition, offset, alert)
         if alert_id in self.handled or alert_id in self.queued:
             self.reading.settle(partition, offset)
             return
@@ -228,6 +287,43 @@ class Alerting:
             self.queues.offer(account_id, Pending(partition, offset, alert))
             self.queued.add(alert_id)
             self.wake.set()
+
+    def _fan_out(self, partition: TopicPartition, offset: int, alert: dict[str, Any]) -> None:
+        """Queue or skip the alert's message to each email, text and voice destination not yet handled;
+        each holds the alert's offset until its first record is acked."""
+        account = self.accounts.accounts.get(alert["account_id"])
+        if account is None:
+            return
+        created_at = parse_ms(alert["created_at"]) or 0
+        for plan in fan_out(on_plan(account.channels, account.plan), alert["severity"], self.available):
+            message = Message(partition, offset, alert, plan.channel, plan.to)
+            if message.key in self.sent or message.key in self.sending:
+                continue
+            if not isinstance(plan, Send):
+                self._skip_message(message, plan.reason)
+                continue
+            hourly = self.hourly.get(plan.channel)
+            if hourly is not None and not hourly.admit(alert["account_id"], f"{alert['id']}|{plan.to}", created_at):
+                self._skip_message(message, "rate")
+            elif not self.lanes[plan.channel].offer(alert["account_id"], message):
+                self._skip_message(message, "queue_full")
+            else:
+                self.reading.hold(partition, offset)
+                self.sending.add(message.key)
+                self.wake.set()
+
+    def _skip_message(self, message: Message, reason: str) -> None:
+        record = {
+            "alert_id": message.alert["id"],
+            "account_id": message.alert["account_id"],
+            "kind": "channel.skipped",
+            "channel": message.channel,
+            "to": message.to,
+            "reason": reason,
+        }
+        self.reading.hold(message.partition, message.offset)
+        self._write(message.partition, message.offset, record)
+        self.metrics.channel_messages.labels(message.channel, f"skipped_{reason}").inc()
 
     def _skip(self, partition: TopicPartition, offset: int, alert: dict[str, Any], reason: str, label: str) -> None:
         record = {"alert_id": alert["id"], "account_id": alert["account_id"], "kind": "delivery.skipped"}
@@ -261,15 +357,21 @@ class Alerting:
         self._note(record)
 
     async def _dispatch(self, session: aiohttp.ClientSession) -> None:
-        """Start deliveries as the fair queues allow, round-robin across accounts."""
+        """Start deliveries and messages as the fair queues allow, round-robin across accounts; the
+        webhook and each channel have their own queues and slots."""
         while True:
-            picked = self.queues.next()
-            if picked is None:
+            started = False
+            if (picked := self.queues.next()) is not None:
+                account_id, pending = picked
+                self._start(self._deliver(session, account_id, pending))
+                started = True
+            for lane in self.lanes.values():
+                if (message := lane.next()) is not None:
+                    self._start(self._send(*message))
+                    started = True
+            if not started:
                 self.wake.clear()
                 await self.wake.wait()
-                continue
-            account_id, pending = picked
-            self._start(self._deliver(session, account_id, pending))
 
     def _start(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
@@ -295,6 +397,57 @@ class Alerting:
             "duration_ms": outcome.duration_ms,
         }
         await self._record(outcome_record)
+
+    async def _send(self, account_id: str, message: Message) -> None:
+        """One email, text or voice message: its attempt on record first, then the send, then its outcome."""
+        alert = message.alert
+        try:
+            if message.partition not in self.owned:
+                return  # revoked while it waited: the partition's next owner reads it again
+            base = {
+                "alert_id": alert["id"],
+                "account_id": account_id,
+                "channel": message.channel,
+                "to": message.to,
+            }
+            attempt = {**base, "kind": "channel.attempt", "created_at": alert["created_at"]}
+            await self._write(message.partition, message.offset, attempt)
+            answered = await self._transmit(message)
+            label = "delivered" if answered.ok else answered.error or "failed"
+            self.metrics.channel_messages.labels(message.channel, label).inc()
+            log.info(
+                "message",
+                extra={
+                    "alert_id": alert["id"],
+                    "channel": message.channel,
+                    "outcome": label,
+                    "ms": answered.duration_ms,
+                },
+            )
+            outcome = {
+                **base,
+                "kind": "channel.outcome",
+                "delivered": answered.ok,
+                "status": answered.status,
+                "error": answered.error,
+                "duration_ms": answered.duration_ms,
+            }
+            await self._record(outcome)
+        finally:
+            self.lanes[message.channel].done(account_id)
+            self.sending.discard(message.key)
+            self.wake.set()
+
+    async def _transmit(self, message: Message) -> Answered:
+        about = messages.about(message.alert, self.settings.dashboard_url)
+        assert self.carrier is not None, "run() opens it before the first alert is read"
+        if message.channel == "email":
+            assert self.smtp_server is not None, "email is available only with a server"
+            mail = messages.email(about, self.settings.email_from, message.to)
+            return await smtp.send(self.smtp_server, mail, self.settings.email_timeout_s)
+        if message.channel == "text":
+            return await send_text(self.carrier, self.settings, message.to, messages.text(about))
+        return await place_call(self.carrier, self.settings, message.to, messages.voice_twiml(about))
 
     async def _deliver(self, session: aiohttp.ClientSession, account_id: str, pending: Pending) -> None:
         alert = pending.alert
@@ -348,14 +501,20 @@ class Alerting:
         self.generation += 1
         self.assigned -= revoked
         self.owned -= revoked
-        dropped = self.queues.drop(lambda pending: pending.partition in revoked)
-        self.queued -= {pending.alert["id"] for pending in dropped}
+        self._drop(lambda partition: partition in revoked)
         if self.writes:
             await asyncio.wait(set(self.writes))
         await self._commit(revoked)
         self.reading.forget(revoked)
         for partition in revoked:
             self.committed.pop(partition, None)
+
+    def _drop(self, unwanted: Callable[[TopicPartition], bool]) -> None:
+        """Forget the queued deliveries and messages of alerts read from `unwanted` partitions."""
+        dropped = self.queues.drop(lambda pending: unwanted(pending.partition))
+        self.queued -= {pending.alert["id"] for pending in dropped}
+        for lane in self.lanes.values():
+            self.sending -= {message.key for message in lane.drop(lambda message: unwanted(message.partition))}
 
     async def _level(self) -> None:
         """Before reading newly given partitions, fold every delivery record already acked (the previous

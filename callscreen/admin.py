@@ -115,6 +115,11 @@ class Admin:
         )
         return await self.change(change)
 
+    async def channel_set(
+        self, account_id: str, channel: str, to: list[str], floor: str | None = None
+    ) -> dict[str, Any]:
+        return await self.change(commands.set_channel(self.account(account_id), channel, to, floor))
+
     async def secret_show(self, account_id: str) -> dict[str, Any]:
         stored = commands.existing(self.account(account_id)).signing_secret
         return {"signing_secret": self.sealer().open(stored)}

@@ -79,6 +79,16 @@ def parser() -> argparse.ArgumentParser:
     gate_set.add_argument("--hang-up-suspicious", dest="hang_up_suspicious", choices=["on", "off"])
     _common(gate_set)
 
+    channel = command("channel", "email, text and voice alerts").add_subparsers(dest="action", required=True)
+    channel_set = channel.add_parser("set")
+    channel_set.add_argument("--account", required=True)
+    channel_set.add_argument("--channel", required=True, choices=["email", "text", "voice"])
+    chosen = channel_set.add_mutually_exclusive_group(required=True)
+    chosen.add_argument("--to", action="append", help="an address or E.164 number; up to 5, each with its own --to")
+    chosen.add_argument("--off", action="store_true", help="turn the channel off")
+    channel_set.add_argument("--floor", choices=["info", "threat", "critical"])
+    _common(channel_set)
+
     plan = command("plan", "plans").add_subparsers(dest="action", required=True)
     plan_set = plan.add_parser("set")
     plan_set.add_argument("--account", required=True)
@@ -167,6 +177,8 @@ def admin_call(args: argparse.Namespace) -> Callable[[Admin], Awaitable[dict[str
             args.carrier_auth_token,
             hang_up,
         )
+    if command == "channel":
+        return lambda a: a.channel_set(args.account, args.channel, [] if args.off else args.to, args.floor)
     if command == "trusted":
         return lambda a: a.trusted(action, args.account, args.number)
     if command == "billing":

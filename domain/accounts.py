@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain.channels import Channel, allowed, on_plan
 from domain.ids import same_digest
 from domain.times import format_ms
 
@@ -55,6 +56,8 @@ class Account:
     previous_secret_until: str = ""
     alert_webhook_url: str | None = None
     trusted: frozenset[str] = frozenset()
+    # Email, text and voice destinations with their floors (domain.channels); a channel turned off is absent.
+    channels: dict[str, Channel] = field(default_factory=dict)
 
 
 @dataclass
@@ -140,7 +143,15 @@ def evolve(account: Account | None, record: dict[str, Any]) -> Account | None:
         changed = {name: record[name] for name in GATE_FIELDS if name in record}
         return dataclasses.replace(account, gates={**account.gates, number: dataclasses.replace(before, **changed)})
     if kind == "plan.set":
-        return dataclasses.replace(account, plan=record["plan"])
+        plan = record["plan"]
+        return dataclasses.replace(account, plan=plan, channels=on_plan(account.channels, plan))
+    if kind == "channel.set":
+        name, to = record["channel"], tuple(record.get("to") or ())
+        kept = {k: v for k, v in account.channels.items() if k != name}
+        # Checked before it was appended; a plan change that raced ahead of it still wins.
+        if to and allowed(account.plan, name):
+            kept[name] = Channel(to, record["floor"])
+        return dataclasses.replace(account, channels=kept)
     if kind == "trusted.added":
         return dataclasses.replace(account, trusted=account.trusted | {record["number"]})
     if kind == "trusted.removed":

@@ -10,11 +10,14 @@ rest).
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from domain import ids
 from domain.accounts import GATE_REVIEW, GATE_UNAVAILABLE, PLANS, SCOPES, Account, Gate
+from domain.alerts import SEVERITY_RANK
+from domain.channels import CHANNELS, DEFAULT_FLOOR, MAX_DESTINATIONS, allowed
 from domain.phone import normalise
 from domain.rules import DAY_MS
 from domain.times import format_ms
@@ -183,3 +186,33 @@ def set_gate(
         "hang_up_suspicious": gate.hang_up_suspicious,
     }
     return Change({"kind": "gate.set", "account_id": found.id, "number": e164, **changed}, shown)
+
+
+# Deliberately loose: one @, a dot in the domain, no spaces or angle brackets; the SMTP server decides the rest.
+EMAIL = re.compile(r"[^@\s<>,;]{1,64}@[^@\s<>,;]+\.[^@\s<>,;.]+")
+
+
+def set_channel(account: Account | None, channel: str, to: list[str], floor: str | None = None) -> Change:
+    """An alert channel's destinations and floor (docs/api.md, Alert channels); no destinations turns it off."""
+    found = existing(account)
+    if channel not in CHANNELS:
+        raise Refused("invalid_channel")
+    if len(to) > MAX_DESTINATIONS:
+        raise Refused("too_many_destinations", limit=MAX_DESTINATIONS)
+    if floor is not None and floor not in SEVERITY_RANK:
+        raise Refused("invalid_floor")
+    if to and not allowed(found.plan, channel):
+        raise Refused("plan_required")
+    clean: list[str] = []
+    for destination in to:
+        value = destination if channel == "email" else normalise(destination)
+        if channel == "email" and (len(destination) > 254 or not EMAIL.fullmatch(destination)):
+            raise Refused("invalid_email", to=destination)
+        if value is None:
+            raise Refused("invalid_number", to=destination)
+        if value not in clean:
+            clean.append(value)
+    before = found.channels.get(channel)
+    chosen = floor or (before.floor if before else DEFAULT_FLOOR[channel])
+    record = {"kind": "channel.set", "account_id": found.id, "channel": channel, "to": clean, "floor": chosen}
+    return Change(record, {"channel": channel, "to": clean, "floor": chosen if clean else None})

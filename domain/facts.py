@@ -186,7 +186,41 @@ class HangUpOutcome(Delivery, frozen=True, kw_only=True, tag="hangup.outcome"):
     duration_ms: int
 
 
-AnyDelivery = DeliverySkipped | DeliveryAttempt | DeliveryOutcome | HangUpAttempt | HangUpOutcome
+class ChannelRecord(Delivery, frozen=True, kw_only=True):
+    """A record about one alert's email, text or voice message to one destination (domain.channels)."""
+
+    channel: str
+    to: str
+
+
+class ChannelSkipped(ChannelRecord, frozen=True, kw_only=True, tag="channel.skipped"):
+    reason: str
+
+
+class ChannelAttempt(ChannelRecord, frozen=True, kw_only=True, tag="channel.attempt"):
+    """Appended before the send, so no rebuild or restart sends twice. `created_at` is the alert's: the
+    hourly caps count sends by it, on every instance alike."""
+
+    created_at: str
+
+
+class ChannelOutcome(ChannelRecord, frozen=True, kw_only=True, tag="channel.outcome"):
+    delivered: bool
+    status: int | None
+    error: str | None
+    duration_ms: int
+
+
+AnyDelivery = (
+    DeliverySkipped
+    | DeliveryAttempt
+    | DeliveryOutcome
+    | HangUpAttempt
+    | HangUpOutcome
+    | ChannelSkipped
+    | ChannelAttempt
+    | ChannelOutcome
+)
 
 _facts = msgspec.json.Decoder(AnyFact)
 _deliveries = msgspec.json.Decoder(AnyDelivery)

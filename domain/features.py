@@ -23,6 +23,9 @@ from domain.facts import (
     CallDecided,
     CallRefused,
     CallSettled,
+    ChannelAttempt,
+    ChannelOutcome,
+    ChannelSkipped,
     DeliveryOutcome,
     Fact,
     HangUpAttempt,
@@ -140,10 +143,17 @@ class FeatureView:
             return self._points(fact)
         return False
 
+    def channels(self, alert_id: str) -> dict[str, bool]:
+        """Per email, text and voice channel the alert went to: whether any destination got it."""
+        found: dict[str, bool] = self.store.get(K.channels(alert_id)) or {}
+        return found
+
     def apply_delivery(self, record: AnyDelivery) -> bool:
-        """The latest word on an alert's webhook: skipped, attempted, then its outcome."""
+        """The latest word on an alert's webhook (skipped, attempted, then its outcome), or on its channels."""
         if isinstance(record, HangUpAttempt | HangUpOutcome):
             return False
+        if isinstance(record, ChannelSkipped | ChannelAttempt | ChannelOutcome):
+            return self._channel(record)
         key = K.delivery(record.alert_id)
         known = self.store.get(key)
         if known is not None and known["kind"] == "delivery.outcome":
@@ -154,6 +164,15 @@ class FeatureView:
                 delivered=record.delivered, status=record.status, error=record.error, duration_ms=record.duration_ms
             )
         self.store.put(key, summary)
+        return True
+
+    def _channel(self, record: ChannelSkipped | ChannelAttempt | ChannelOutcome) -> bool:
+        key = K.channels(record.alert_id)
+        known = self.channels(record.alert_id)
+        delivered = known.get(record.channel, False) or (isinstance(record, ChannelOutcome) and record.delivered)
+        if known.get(record.channel) is delivered:
+            return False
+        self.store.put(key, {**known, record.channel: delivered})
         return True
 
     def _once(self, key: str, value: Any) -> bool:

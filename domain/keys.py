@@ -117,5 +117,9 @@ class View:
         return f"dlv|{alert_id}"
 
     @staticmethod
+    def channels(alert_id: str) -> str:
+        return f"chn|{alert_id}"
+
+    @staticmethod
     def offset(topic: str, partition: int) -> str:
         return f"off|{topic}|{partition}"

@@ -196,7 +196,7 @@ def public_alert(alert: Alert, view: FeatureView) -> dict[str, Any]:
     return {
         **alert.envelope(),
         "severity": alert.severity,
-        "delivered": {"webhook": bool(delivery and delivery["delivered"])},
+        "delivered": {"webhook": bool(delivery and delivery["delivered"]), **view.channels(alert.id)},
         "delivery": detail,
     }
 

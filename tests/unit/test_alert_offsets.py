@@ -27,3 +27,15 @@ def test_partitions_are_apart_and_forgetting_one_ignores_late_acks() -> None:
     offsets.forget([0])
     offsets.settle(0, 5)
     assert offsets.committable(0) is None
+
+
+def test_an_alert_with_several_deliveries_waits_for_every_one() -> None:
+    offsets: ReadOffsets[int] = ReadOffsets()
+    offsets.read(0, 3)
+    offsets.hold(0, 3)
+    offsets.hold(0, 3)
+    offsets.settle(0, 3)
+    offsets.settle(0, 3)
+    assert offsets.committable(0) == 3
+    offsets.settle(0, 3)
+    assert offsets.committable(0) == 4
