@@ -51,21 +51,26 @@ async def send(server: Server, message: EmailMessage, timeout_s: float) -> Answe
     def took() -> int:
         return int((time.monotonic() - started) * 1000)
 
+    client = aiosmtplib.SMTP(
+        hostname=server.host,
+        port=server.port,
+        use_tls=server.tls,
+        username=server.username,
+        password=server.password,
+        timeout=timeout_s,
+    )
+    # The whole exchange shares one deadline, and the connection is dropped rather than QUIT politely:
+    # aiosmtplib's own clean-up after a timed-out DATA waits out a second time-out.
     try:
         async with asyncio.timeout(timeout_s):
-            await aiosmtplib.send(
-                message,
-                hostname=server.host,
-                port=server.port,
-                use_tls=server.tls,
-                username=server.username,
-                password=server.password,
-                timeout=timeout_s,
-            )
+            await client.connect()
+            await client.send_message(message)
     except (TimeoutError, aiosmtplib.SMTPTimeoutError):
         return Answered(False, None, "timeout", took())
     except aiosmtplib.SMTPResponseException as exc:
         return Answered(False, exc.code, f"smtp_{exc.code}", took())
     except (aiosmtplib.SMTPException, OSError):
         return Answered(False, None, "refused", took())
+    finally:
+        client.close()
     return Answered(True, 250, None, took())
