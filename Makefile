@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint lock fuzz docs bench bench-gate bench-memory faults soak clean
+.PHONY: run test lint lock fuzz docs email-example bench bench-gate bench-memory faults soak clean
 
 # The install step: the virtual environment, every dependency at the hash-checked version of the dev
 # lock (pip, setuptools and wheel too, so the editable build downloads nothing unpinned), the package
@@ -40,6 +40,10 @@ lint: $(STAMP)
 # docs/rules.md and the layers picture in docs/architecture.md, from the code.
 docs: $(STAMP)
 	$(BIN)/python -m infra.docs
+
+# The README's example alert email, from the real templates (needs Chromium).
+email-example: $(STAMP)
+	$(BIN)/python -m callscreen.email_example
 
 test: $(STAMP) lint
 	$(BIN)/pytest -q -m "not faults"
