@@ -27,7 +27,7 @@ import schemas
 from callscreen.admin import Admin
 from domain.times import format_ms
 from infra.clock import now_ms
-from tests.receiver import https_site, receiver_env
+from tests.receiver import Receiver, https_site, receiver_env
 from tests.service import AccountKeys, RunningService, create_account, settled, wait_for_status
 from tests.service import start_service as start
 from tests.smtp_server import SmtpServer, smtp_server
@@ -335,6 +335,60 @@ async def test_past_20_texts_and_5_voice_calls_an_hour_the_rest_are_skipped_for_
     assert len(carrier.calls_to("+14155550142")) == 5
 
 
+async def test_a_held_smtp_server_holds_up_no_webhook_and_no_other_account(
+    channels_service: RunningService, smtp: SmtpServer, receiver: Receiver, http: aiohttp.ClientSession
+) -> None:
+    service = channels_service
+    smtp.release.clear()
+    slow = await create_account(service.settings, http, service.base_url)
+    held_at = ("hold@owner.test", "hold@second.test")
+    await set_channel(service, slow, "email", *held_at)
+    body = {"alert_webhook_url": f"{receiver.url}/ok/{slow.account_id}"}
+    async with http.patch(f"{service.base_url}/v1/account", json=body, headers=slow.headers) as r:
+        assert r.status == 200
+    await raise_alerts(http, service, slow, 1, tag=9)
+
+    async def slow_email_held_and_webhook_delivered() -> bool:
+        alerts = await rate_alerts(http, service, slow)
+        if not alerts or not alerts[0]["delivered"]["webhook"]:
+            return False
+        return all(any(alerts[0]["id"] in plain_text(m) for m in smtp.to(a)) for a in held_at)
+
+    await until(slow_email_held_and_webhook_delivered, 20)
+    (held,) = await rate_alerts(http, service, slow)
+
+    other = await create_account(service.settings, http, service.base_url)
+    await set_channel(service, other, "email", "fair@owner.test")
+    await raise_alerts(http, service, other, 1, tag=10)
+    await every_message_settled(service, other, 1)
+    (alert,) = await rate_alerts(http, service, other)
+    assert alert["delivered"]["email"] is True
+    assert [alert["id"] in plain_text(m) for m in smtp.to("fair@owner.test")] == [True]
+    # Both of the slow account's emails are still held: no outcome for either yet.
+    outcomes = [r for r in await channel_records(service, slow, held["id"]) if r["kind"] == "channel.outcome"]
+    assert outcomes == []
+    smtp.release.set()
+    await every_message_settled(service, slow, 2)
+
+
+async def test_without_smtp_or_carrier_settings_every_message_is_skipped_as_unavailable(
+    service: RunningService, http: aiohttp.ClientSession
+) -> None:
+    account = await create_account(service.settings, http, service.base_url)
+    for channel, to in (("email", "ops@owner.test"), ("text", "+14155550161"), ("voice", "+14155550162")):
+        await set_channel(service, account, channel, to, floor="info")
+    await raise_alerts(http, service, account, 1, tag=11)
+    await every_message_settled(service, account, 3)
+    (alert,) = await rate_alerts(http, service, account)
+    assert alert["delivered"] == {"webhook": False, "email": False, "text": False, "voice": False}
+    records = await channel_records(service, account, alert["id"])
+    assert sorted((r["kind"], r["channel"], r["reason"]) for r in records) == [
+        ("channel.skipped", "email", "unavailable"),
+        ("channel.skipped", "text", "unavailable"),
+        ("channel.skipped", "voice", "unavailable"),
+    ]
+
+
 async def test_a_restart_mid_burst_sends_each_alert_once_per_address(
     channels_service: RunningService, smtp: SmtpServer, http: aiohttp.ClientSession
 ) -> None:
@@ -346,8 +400,9 @@ async def test_a_restart_mid_burst_sends_each_alert_once_per_address(
 
     # Two messages held fill the account's two email slots: nothing else is in flight when the role dies.
     async def holding() -> bool:
-        alerts = await rate_alerts(http, service, account)
-        return len(alerts) == 6 and len(smtp.to("hold@owner.test")) == 2
+        ids = {alert["id"] for alert in await rate_alerts(http, service, account)}
+        held = [m for m in smtp.to("hold@owner.test") if any(i in plain_text(m) for i in ids)]
+        return len(ids) == 6 and len(held) == 2
 
     await until(holding, 20)
     alerts = await rate_alerts(http, service, account)
