@@ -27,7 +27,7 @@ from typing import TextIO
 
 from aiokafka.admin import AIOKafkaAdminClient
 
-from infra.ports import free_port, port_open
+from infra.ports import free_ports, port_open
 
 POM = Path(__file__).resolve().parent.parent / "deploy" / "kafka" / "pom.xml"
 MIN_JAVA = 17
@@ -143,7 +143,7 @@ class Ports:
         """The ports of the last start when they are free again (stable for operators), else new ones."""
         if previous and not any(port_open(host, p) for p in previous.values()):
             return Ports(previous["client"], previous["controller"], previous["internal"])
-        return Ports(free_port(host), free_port(host), free_port(host))
+        return Ports(*free_ports(3, host))
 
 
 def server_properties(log_dir: Path, host: str, ports: Ports, sasl_users: dict[str, str] | None) -> str:
