@@ -18,6 +18,16 @@ $(STAMP): pyproject.toml deploy/requirements-dev.lock deploy/kafka/pom.xml
 	$(BIN)/python -m callscreen.localkafka
 	touch $(STAMP)
 
+# What the browser tests need beyond the venv: Debian's Chromium (installed when missing and run as
+# root) and axe-core at the version deploy/browser/package-lock.json pins, checked by npm ci.
+BROWSER_STAMP := deploy/browser/node_modules/.installed
+$(BROWSER_STAMP): deploy/browser/package-lock.json
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+		{ echo "the browser tests need Chromium: apt-get install chromium"; exit 1; }
+	cd deploy/browser && npm ci --silent --no-audit --no-fund
+	touch $(BROWSER_STAMP)
+
 # Both locks, from pyproject.toml, for Python 3.11 on Linux (the venv's interpreter). The runtime lock
 # starts from the dev lock's pins, so the image runs the versions the tests ran. `make lock
 # LOCK_ARGS=--upgrade` moves every pin to the newest release that fits.
@@ -45,7 +55,7 @@ docs: $(STAMP)
 email-example: $(STAMP)
 	$(BIN)/python -m callscreen.email_example
 
-test: $(STAMP) lint
+test: $(STAMP) $(BROWSER_STAMP) lint
 	$(BIN)/pytest -q -m "not faults"
 
 # The fault-injection kill test at full strength: 50 kills spread over the four steps of a fold.

@@ -38,7 +38,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
 from alerting import messages, smtp
-from alerting.carrier import Answered, configured, hang_up, place_call, send_text
+from alerting.carrier import Answered, hang_up, place_call, send_text
 from alerting.delivery import Policy, deliver
 from alerting.metrics import AlertingMetrics, outcome_label
 from alerting.offsets import ReadOffsets
@@ -103,17 +103,6 @@ class Message:
         return (self.alert["id"], self.channel, self.to)
 
 
-def available_channels(settings: Settings) -> frozenset[str]:
-    """The channels this deployment can send on: email with an SMTP server and a sender address, text and
-    voice with the carrier's credentials and a sender number."""
-    found = set()
-    if smtp.server_of(settings.smtp_url) is not None and settings.email_from:
-        found.add("email")
-    if configured(settings) and settings.twilio_from:
-        found |= {"text", "voice"}
-    return frozenset(found)
-
-
 class Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
     """Hands the consumer group's partition changes to the alerting role."""
 
@@ -144,7 +133,7 @@ class Alerting:
             settings.webhook_concurrency, settings.webhook_account_concurrency, settings.webhook_queue_limit
         )
         self.budget = AlertBudget(settings.alerts_per_minute)
-        self.available = available_channels(settings)
+        self.available = settings.channels_available
         self.smtp_server = smtp.server_of(settings.smtp_url)
         self.lanes: dict[str, FairQueues[Message]] = {
             name: FairQueues(
@@ -442,7 +431,8 @@ class Alerting:
         about = messages.about(message.alert, self.settings.dashboard_url)
         assert self.carrier is not None, "run() opens it before the first alert is read"
         if message.channel == "email":
-            assert self.smtp_server is not None, "email is available only with a server"
+            if self.smtp_server is None:
+                return Answered(False, None, "unconfigured", 0)  # an SMTP URL that names no host
             mail = messages.email(about, self.settings.email_from, message.to)
             return await smtp.send(self.smtp_server, mail, self.settings.email_timeout_s)
         if message.channel == "text":

@@ -17,6 +17,7 @@ import orjson
 
 from domain import commands
 from domain.accounts import Account, AccountsView, apply, stamp
+from domain.people import normal_email
 from infra.clock import now_ms
 from infra.follow import TopicFollower
 from infra.kafka import make_producer
@@ -71,8 +72,26 @@ class Admin:
     def account(self, account_id: str) -> Account | None:
         return self.view.accounts.get(account_id)
 
-    async def account_create(self, plan: str, name: str = "", account_id: str = "") -> dict[str, Any]:
-        return await self.change(commands.create_account(plan, name, account_id))
+    async def account_create(self, plan: str, name: str = "", account_id: str = "", email: str = "") -> dict[str, Any]:
+        """A new account; with `email`, its owner is invited too and the setup link is printed."""
+        if email and normal_email(email) is None:
+            raise commands.Refused("invalid_email", to=email)
+        created = await self.change(commands.create_account(plan, name, account_id))
+        if email:
+            invited = await self.user_invite(created["account_id"], email, "owner")
+            created = {**created, "setup_url": invited["setup_url"], "setup_until": invited["setup_until"]}
+        return created
+
+    async def user_invite(self, account_id: str, email: str, role: str = "owner") -> dict[str, Any]:
+        """A person who may sign in to the account's dashboard, and their one-time setup link."""
+        change = commands.invite_person(self.account(account_id), self.view.people, email, role, now_ms())
+        shown = dict(await self.change(change))
+        token = shown.pop("setup_token")
+        return {
+            **shown,
+            "account_id": account_id,
+            "setup_url": f"{self.settings.dashboard_url}/dashboard/setup/{token}",
+        }
 
     async def key_create(self, account_id: str, scope: str, label: str = "") -> dict[str, Any]:
         return await self.change(commands.create_key(self.account(account_id), scope, label))

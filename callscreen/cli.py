@@ -45,7 +45,15 @@ def parser() -> argparse.ArgumentParser:
     create = account.add_parser("create")
     create.add_argument("--plan", required=True, choices=["watch", "guard"])
     create.add_argument("--name", default="")
+    create.add_argument("--email", default="", help="invite the account's owner and print their setup link")
     _common(create)
+
+    user = command("user", "people who sign in to the dashboard").add_subparsers(dest="action", required=True)
+    invite = user.add_parser("invite")
+    invite.add_argument("--account", required=True)
+    invite.add_argument("--email", required=True)
+    invite.add_argument("--role", choices=["owner", "viewer"], default="owner")
+    _common(invite)
 
     key = command("key", "API keys").add_subparsers(dest="action", required=True)
     key_create = key.add_parser("create")
@@ -157,7 +165,9 @@ def settings_for(args: argparse.Namespace) -> Settings:
 def admin_call(args: argparse.Namespace) -> Callable[[Admin], Awaitable[dict[str, Any]]]:
     command, action = args.command, args.action
     if command == "account":
-        return lambda a: a.account_create(args.plan, args.name)
+        return lambda a: a.account_create(args.plan, args.name, email=args.email)
+    if command == "user":
+        return lambda a: a.user_invite(args.account, args.email, args.role)
     if command == "key" and action == "create":
         return lambda a: a.key_create(args.account, args.scope, args.label)
     if command == "key":

@@ -114,7 +114,7 @@ async def serve_edge(settings: Settings, stop: asyncio.Event, demo: bool) -> Non
 async def print_demo(settings: Settings) -> None:
     try:
         async with Admin(settings) as admin:
-            created = await admin.account_create("guard", "demo")
+            created = await admin.account_create("guard", "demo", email="demo@callscreen.example")
     except SecretKeyProblem as exc:
         # `--role edge --demo` holds no key unless given one: the edge needs it only for carrier auth tokens.
         print(f"no demo account: {exc}", file=sys.stderr, flush=True)
@@ -127,6 +127,7 @@ async def print_demo(settings: Settings) -> None:
         """"to":"+14155552671","from":"+12125550123","attrs":{"attestation":"A"}}'""",
         flush=True,
     )
+    print(f"dashboard: open {created['setup_url']} to set demo@callscreen.example's password", flush=True)
 
 
 def refuse(reason: str) -> int:

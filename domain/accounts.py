@@ -13,6 +13,8 @@ from typing import Any
 
 from domain.channels import Channel, allowed, on_plan
 from domain.ids import same_digest
+from domain.people import PeopleView
+from domain.people import fold as fold_people
 from domain.times import format_ms
 
 PLANS = ("watch", "guard")
@@ -68,6 +70,7 @@ class AccountsView:
     key_index: dict[str, tuple[str, str]] = field(default_factory=dict)
     token_index: dict[str, str] = field(default_factory=dict)
     gate_index: dict[str, tuple[str, str]] = field(default_factory=dict)
+    people: PeopleView = field(default_factory=PeopleView)
     applied: int = 0
 
     def by_key_digest(self, key_digest: str) -> tuple[Account, ApiKey] | None:
@@ -173,6 +176,7 @@ def apply(view: AccountsView, record: dict[str, Any]) -> None:
     account_id = record.get("account_id")
     if not isinstance(account_id, str):
         return
+    fold_people(view.people, record)
     before = view.accounts.get(account_id)
     after = evolve(before, record)
     if after is None:

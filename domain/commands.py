@@ -18,6 +18,7 @@ from domain import ids
 from domain.accounts import GATE_REVIEW, GATE_UNAVAILABLE, PLANS, SCOPES, Account, Gate
 from domain.alerts import SEVERITY_RANK
 from domain.channels import CHANNELS, DEFAULT_FLOOR, MAX_DESTINATIONS, allowed
+from domain.people import ROLES, PeopleView, invited, new_setup_token, normal_email
 from domain.phone import normalise
 from domain.rules import DAY_MS
 from domain.times import format_ms
@@ -216,3 +217,24 @@ def set_channel(account: Account | None, channel: str, to: list[str], floor: str
     chosen = floor or (before.floor if before else DEFAULT_FLOOR[channel])
     record = {"kind": "channel.set", "account_id": found.id, "channel": channel, "to": clean, "floor": chosen}
     return Change(record, {"channel": channel, "to": clean, "floor": chosen if clean else None})
+
+
+def invite_person(account: Account | None, people: PeopleView, email: str, role: str, now_ms: int) -> Change:
+    """A person who may sign in to the account's dashboard, with a one-time setup link valid for a day.
+
+    Inviting someone already invited (to the same account) gives them a fresh link; their password, if
+    any, stays until they use it.
+    """
+    found = existing(account)
+    address = normal_email(email)
+    if address is None:
+        raise Refused("invalid_email", to=email)
+    if role not in ROLES:
+        raise Refused("invalid_role")
+    before = people.person_by_email(address)
+    if before is not None and before.account_id != found.id:
+        raise Refused("email_taken")
+    link = new_setup_token()
+    record = invited(found.id, address, role, link, now_ms, before.person_id if before else "")
+    shown = {"person_id": record["person_id"], "email": address, "role": role, "setup_token": link}
+    return Change(record, {**shown, "setup_until": record["setup_until"]})

@@ -150,6 +150,17 @@ class Settings:
         return self.broker.startswith(MEMORY_SCHEME)
 
     @property
+    def channels_available(self) -> frozenset[str]:
+        """The alert channels this deployment can send on: email with an SMTP server and a sender address,
+        text and voice with the carrier's credentials and a sender number."""
+        found = set()
+        if self.smtp_url.startswith(("smtp://", "smtps://")) and self.email_from:
+            found.add("email")
+        if self.twilio_account_sid and self.twilio_auth_token and self.twilio_from:
+            found |= {"text", "voice"}
+        return frozenset(found)
+
+    @property
     def dashboard_url(self) -> str:
         """Where people open the dashboard: the public URL, else the edge's own address."""
         return self.public_url or f"http://{self.host}:{self.port}"

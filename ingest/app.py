@@ -13,7 +13,17 @@ from prometheus_client import start_http_server
 
 from domain.validation import InputError
 from infra.settings import Settings
-from ingest import routes_account, routes_events, routes_gate, routes_ops, routes_reads, twiml
+from ingest import (
+    dashboard,
+    dashboard_auth,
+    dashboard_pages,
+    routes_account,
+    routes_events,
+    routes_gate,
+    routes_ops,
+    routes_reads,
+    twiml,
+)
 from ingest.errors import ApiError
 from ingest.kafka_log import KafkaLog
 from ingest.log import Log
@@ -122,4 +132,7 @@ def init_app(settings: Settings, connection: Log | None = None) -> web.Applicati
     routes_events.add_routes(app)
     routes_gate.add_routes(app)
     routes_reads.add_routes(app)
+    dashboard.setup(app)
+    dashboard_auth.add_routes(app)
+    dashboard_pages.add_routes(app)
     return app

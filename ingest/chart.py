@@ -1,0 +1,77 @@
+"""The overview's chart: calls and rejects per hour over the last day, as SVG geometry drawn by the
+template (no script, no chart library)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from domain.rules import HOUR_MS
+from domain.times import format_ms, parse_ms
+
+WIDTH = 720
+HEIGHT = 180
+LEFT = 36
+BOTTOM = 24
+TOP = 8
+
+
+@dataclass(frozen=True)
+class Bar:
+    x: float
+    width: float
+    calls_y: float
+    calls_height: float
+    rejects_y: float
+    rejects_height: float
+    label: str
+    calls: int
+    rejects: int
+
+
+@dataclass(frozen=True)
+class Chart:
+    width: int
+    height: int
+    bars: list[Bar]
+    peak: int
+    ticks: list[tuple[float, str]]
+    total_calls: int
+    total_rejects: int
+
+
+def hourly_chart(calls: list[dict[str, Any]], now: int, hours: int) -> Chart:
+    """Bars for each of the last `hours` whole hours up to now, the current hour last."""
+    first = (now // HOUR_MS - hours + 1) * HOUR_MS
+    counts = [[0, 0] for _ in range(hours)]
+    for call in calls:
+        at = parse_ms(call.get("at"))
+        if at is None or at < first:
+            continue
+        slot = min((at - first) // HOUR_MS, hours - 1)
+        counts[slot][0] += 1
+        counts[slot][1] += call.get("action") == "reject"
+    peak = max([c for c, _ in counts] + [1])
+    plot_w, plot_h = WIDTH - LEFT, HEIGHT - BOTTOM - TOP
+    step = plot_w / hours
+    bars = []
+    for i, (n, rejected) in enumerate(counts):
+        calls_h = plot_h * n / peak
+        rejects_h = plot_h * rejected / peak
+        hour = format_ms(first + i * HOUR_MS)[11:13]
+        bars.append(
+            Bar(
+                x=round(LEFT + i * step + 2, 1),
+                width=round(step - 4, 1),
+                calls_y=round(TOP + plot_h - calls_h, 1),
+                calls_height=round(calls_h, 1),
+                rejects_y=round(TOP + plot_h - rejects_h, 1),
+                rejects_height=round(rejects_h, 1),
+                label=f"{hour}:00",
+                calls=n,
+                rejects=rejected,
+            )
+        )
+    values = sorted({0, peak // 2, peak}) if peak >= 4 else [0, peak]
+    ticks = [(round(TOP + plot_h - plot_h * v / peak, 1), str(v)) for v in values]
+    return Chart(WIDTH, HEIGHT, bars, peak, ticks, sum(c for c, _ in counts), sum(r for _, r in counts))

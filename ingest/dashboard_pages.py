@@ -1,0 +1,383 @@
+"""The dashboard's pages (docs/dashboard.md, Pages): what a signed-in person sees, and the changes an
+owner makes. Reads ask the workers the same questions the API asks, for the person's own account only;
+changes are the records the admin commands append (domain.commands).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from domain import commands, ids, keys
+from domain.accounts import PLANS, Account
+from domain.alerts import SEVERITY, Alert
+from domain.channels import CHANNELS, DEFAULT_FLOOR, PLAN_CHANNELS
+from domain.index import AlertEntry, CallEntry
+from domain.phone import parse_number
+from domain.queries import AlertGet, AlertsList, CallGet, CallsList, NumbersList
+from domain.rules import HOUR_MS
+from domain.times import format_ms
+from infra import webhook_url
+from infra.clock import now_ms
+from ingest.chart import hourly_chart
+from ingest.dashboard import DASHBOARD, PREFIX, PageError, account_of, append_change, form_of, page, signed_in
+from ingest.routes_account import account_body
+from ingest.routes_reads import merge_pages
+from ingest.service import Edge, edge_of
+
+CHART_HOURS = 24
+# The overview's chart reads at most this many of the last day's calls (newest first).
+CHART_CALLS = 2_000
+PAGE_SIZE = 50
+FLOORS = ("info", "threat", "critical")
+
+
+async def calls_page(edge: Edge, account: Account, limit: int, **filters: Any) -> dict[str, Any]:
+    question = CallsList(account_id=account.id, limit=limit, **filters)
+    return merge_pages(await edge.query_all(question), "calls", list[CallEntry], limit)
+
+
+async def alerts_page(edge: Edge, account: Account, limit: int) -> list[dict[str, Any]]:
+    question = AlertsList(account_id=account.id, limit=limit)
+    return list(merge_pages(await edge.query_all(question), "alerts", list[AlertEntry], limit)["data"])
+
+
+def missed(alert: dict[str, Any]) -> bool:
+    return not all(alert["delivered"].values())
+
+
+async def overview(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    edge, account = edge_of(request), account_of(me, request)
+    now = now_ms()
+    since = now - CHART_HOURS * HOUR_MS
+    recent: list[dict[str, Any]] = []
+    cursor = None
+    while len(recent) < CHART_CALLS:
+        found = await calls_page(edge, account, 200, since=since, cursor=cursor)
+        recent += found["data"]
+        cursor = found["next_cursor"]
+        if cursor is None:
+            break
+    chart = hourly_chart(recent, now, CHART_HOURS)
+    return page(
+        request,
+        "overview.html",
+        me,
+        usage=await account_body(edge, account),
+        alerts=await alerts_page(edge, account, 5),
+        chart=chart,
+        sampled=cursor is not None,
+    )
+
+
+def call_filters(request: web.Request) -> tuple[dict[str, Any], dict[str, str]]:
+    """The calls page's filters as a question's fields, and as given (to fill the form again)."""
+    given = {name: request.query.get(name, "").strip() for name in ("number", "action", "source")}
+    filters: dict[str, Any] = {}
+    if given["number"]:
+        number = parse_number(given["number"])
+        if number is None:
+            raise PageError(400, "That is not a phone number.")
+        filters["number"] = number.e164
+    if given["action"]:
+        if given["action"] not in ("allow", "review", "reject"):
+            raise PageError(400, "Pick allow, review or reject.")
+        filters["action"] = given["action"]
+    if given["source"]:
+        filters["source"] = given["source"][:256]
+    cursor = request.query.get("cursor")
+    if cursor:
+        filters["cursor"] = cursor
+    return filters, given
+
+
+async def calls(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    edge, account = edge_of(request), account_of(me, request)
+    filters, given = call_filters(request)
+    found = await calls_page(edge, account, PAGE_SIZE, **filters)
+    return page(request, "calls.html", me, calls=found["data"], next_cursor=found["next_cursor"], given=given)
+
+
+async def live_calls(request: web.Request) -> web.Response:
+    """Calls still open, with their flags; the page fetches this fragment again every 2 s."""
+    me = signed_in(request)
+    edge, account = edge_of(request), account_of(me, request)
+    found = await calls_page(edge, account, 200, since=now_ms() - 6 * HOUR_MS)
+    live = [call for call in found["data"] if call["ended_at"] is None]
+    template = "live_rows.html" if request.query.get("fragment") else "live.html"
+    return page(request, template, me, calls=live)
+
+
+async def call(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    edge, account = edge_of(request), account_of(me, request)
+    call_id = request.match_info["call_id"]
+    reply = await edge.query(CallGet(account_id=account.id, call_id=call_id), keys.call(account.id, call_id))
+    if reply["status"] == 200 and "alias_of" in reply["body"]:
+        target = reply["body"]["alias_of"]
+        reply = await edge.query(CallGet(account_id=account.id, call_id=target), keys.call(account.id, target))
+    if reply["status"] != 200:
+        raise PageError(404, "There is no such call in this account.")
+    record = reply["body"]
+    return page(request, "call.html", me, call=record, timeline=timeline(record))
+
+
+def timeline(record: dict[str, Any]) -> list[tuple[str, str]]:
+    """A call's life in order: answered, what it did live, settled."""
+    steps = [(record["at"], f"Started: {record['action']} at score {record['score']}")]
+    if record["user_turns"] or record["agent_turns"]:
+        turns = f"{record['user_turns']} caller turns, {record['agent_turns']} agent turns"
+        steps.append((record["at"], f"Live: {turns}, {record['interruptions']} interruptions"))
+    for flag in record["flags"]:
+        steps.append((record["at"], f"Flag raised: {flag}"))
+    if record["ended_at"]:
+        settled = f", spam score {record['spam_score']}" if record["spam_score"] is not None else ""
+        steps.append((record["ended_at"], f"Ended: {record['reason'] or 'completed'}{settled}"))
+    return steps
+
+
+async def alerts(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    edge, account = edge_of(request), account_of(me, request)
+    found = await alerts_page(edge, account, 100)
+    # Missed ones first, newest first within each group (the list comes newest first).
+    ordered = [a for a in found if missed(a)] + [a for a in found if not missed(a)]
+    return page(request, "alerts.html", me, alerts=ordered, missed=missed)
+
+
+async def alert(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    edge, account = edge_of(request), account_of(me, request)
+    question = AlertGet(account_id=account.id, alert_id=request.match_info["alert_id"])
+    reply = await edge.query(question, account.id)
+    if reply["status"] != 200:
+        raise PageError(404, "There is no such alert in this account.")
+    return page(request, "alert.html", me, alert=reply["body"], missed=missed)
+
+
+async def api_keys(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    return page(request, "keys.html", me, made=None)
+
+
+async def key_create(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    form = await form_of(request, me)
+    scope = form.get("scope", "")
+    label = form.get("label", "").strip()[:100]
+    made = await append_change(request, commands.create_key(account_of(me, request), scope, label))
+    return page(request, "keys.html", me, made=made)
+
+
+async def key_revoke(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    await form_of(request, me)
+    await append_change(request, commands.revoke_key(account_of(me, request), request.match_info["key_id"]))
+    raise web.HTTPSeeOther(f"{PREFIX}/keys")
+
+
+async def live_events(request: web.Request, shown: dict[str, Any] | None = None) -> web.Response:
+    me = signed_in(request)
+    edge, account = edge_of(request), account_of(me, request)
+    question = NumbersList(account_id=account.id, plan=account.plan, now=now_ms())
+    listed = (await edge.query(question, account.id))["body"]["data"]
+    numbers = sorted({n["number"] for n in listed} | set(account.gates) | set(account.gate_token_digests))
+    return page(request, "live_events.html", me, numbers=numbers, shown=shown or {})
+
+
+async def ingest_token_rotate(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    await form_of(request, me)
+    made = await append_change(request, commands.rotate_token(account_of(me, request), "ingest"))
+    return await live_events(request, {"ingest": made["token"]})
+
+
+async def gate_token_rotate(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    form = await form_of(request, me)
+    number = form.get("number", "")
+    made = await append_change(request, commands.rotate_token(account_of(me, request), "gate", number))
+    return await live_events(request, {"gate": made["token"], "number": number})
+
+
+async def gate_set(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    form = await form_of(request, me)
+    edge = edge_of(request)
+    forward_url = form.get("forward_url", "").strip() or None
+    if forward_url is not None:
+        settings = edge.settings
+        why = await webhook_url.refusal(
+            forward_url, settings.webhook_allow_private, settings.webhook_ports, settings.webhook_dns_timeout_s
+        )
+        if why is not None:
+            raise PageError(400, f"That forward URL cannot be used ({why}).")
+    change = commands.set_gate(
+        account_of(me, request),
+        form.get("number", ""),
+        forward_url,
+        form.get("review") or None,
+        form.get("unavailable") or None,
+        None,
+        form.get("hang_up_suspicious") == "on",
+    )
+    await append_change(request, change)
+    raise web.HTTPSeeOther(f"{PREFIX}/live-events")
+
+
+async def channels(request: web.Request, secret: str | None = None) -> web.Response:
+    me = signed_in(request)
+    account = account_of(me, request)
+    available = edge_of(request).settings.channels_available
+    return page(
+        request,
+        "channels.html",
+        me,
+        channels=CHANNELS,
+        floors=FLOORS,
+        default_floor=DEFAULT_FLOOR,
+        on_plan=PLAN_CHANNELS[account.plan],
+        available=available,
+        secret=secret,
+        tested=request.query.get("tested") == "1",
+    )
+
+
+async def webhook_set(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    form = await form_of(request, me)
+    edge, account = edge_of(request), account_of(me, request)
+    url = form.get("url", "").strip() or None
+    if url is not None:
+        settings = edge.settings
+        why = await webhook_url.refusal(
+            url, settings.webhook_allow_private, settings.webhook_ports, settings.webhook_dns_timeout_s
+        )
+        if why is not None:
+            raise PageError(400, f"That webhook URL cannot be used ({why}).")
+    await append_change(
+        request, commands.Change({"kind": "webhook.set", "account_id": account.id, "alert_webhook_url": url}, {})
+    )
+    raise web.HTTPSeeOther(f"{PREFIX}/channels")
+
+
+async def secret_reveal(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    await form_of(request, me)
+    stored = account_of(me, request).signing_secret
+    edge = edge_of(request)
+    return await channels(request, request.app[DASHBOARD].sealer(edge).open(stored))
+
+
+async def secret_rotate(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    await form_of(request, me)
+    made = await append_change(request, commands.rotate_secret(account_of(me, request), now_ms()))
+    return await channels(request, made["signing_secret"])
+
+
+async def channel_set(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    form = await form_of(request, me)
+    destinations = [line.strip() for line in form.get("to", "").replace(",", "\n").splitlines() if line.strip()]
+    change = commands.set_channel(account_of(me, request), form.get("channel", ""), destinations, form.get("floor"))
+    await append_change(request, change)
+    raise web.HTTPSeeOther(f"{PREFIX}/channels")
+
+
+async def test_alert(request: web.Request) -> web.Response:
+    """An `alert.test` on the alerts topic: critical, so it reaches every channel whatever its floor."""
+    me = signed_in(request)
+    await form_of(request, me)
+    edge, account = edge_of(request), account_of(me, request)
+    now = now_ms()
+    alert = Alert(
+        id="alrt_" + ids.random_base62(20),
+        type="alert.test",
+        account_id=account.id,
+        created_at=format_ms(now),
+        severity=SEVERITY["alert.test"],
+        subject=me.person.person_id,
+        data={"requested_by": me.person.email},
+    )
+    await edge.append(edge.settings.topic("alerts"), account.id, alert)
+    raise web.HTTPSeeOther(f"{PREFIX}/channels?tested=1")
+
+
+async def trusted(request: web.Request) -> web.Response:
+    return page(request, "trusted.html", signed_in(request))
+
+
+async def trusted_change(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    form = await form_of(request, me)
+    add = request.match_info["action"] == "add"
+    await append_change(request, commands.trust(account_of(me, request), add, form.get("number", "")))
+    raise web.HTTPSeeOther(f"{PREFIX}/trusted")
+
+
+async def plan(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    rules = edge_of(request).settings.rules.plans
+    return page(request, "plan.html", me, plans=[(name, rules.plan(name)) for name in PLANS])
+
+
+async def plan_set(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    form = await form_of(request, me)
+    await append_change(request, commands.set_plan(account_of(me, request), form.get("plan", "")))
+    raise web.HTTPSeeOther(f"{PREFIX}/plan")
+
+
+def refused_page(handler: Any) -> Any:
+    """A refused change shows its reason on an error page, with the status the API would give."""
+
+    async def run(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)  # type: ignore[no-any-return]
+        except commands.Refused as refused:
+            status = 402 if str(refused) == "plan_required" else 404 if str(refused).startswith("unknown") else 400
+            raise PageError(status, REFUSALS.get(str(refused), f"That change was refused ({refused}).")) from refused
+
+    return run
+
+
+REFUSALS = {
+    "plan_required": "Text and voice alerts need the Guard plan.",
+    "invalid_email": "That is not an email address.",
+    "invalid_number": "That is not a phone number.",
+    "too_many_destinations": "A channel takes at most 5 destinations.",
+    "invalid_scope": "Pick a scope: full or read.",
+    "unknown_key": "There is no such key in this account.",
+    "invalid_plan": "Pick watch or guard.",
+}
+
+
+def add_routes(app: web.Application) -> None:
+    get, post = app.router.add_get, app.router.add_post
+    get(PREFIX, overview)
+    get(f"{PREFIX}/calls", calls)
+    get(f"{PREFIX}/calls/live", live_calls)
+    get(f"{PREFIX}/calls/{{call_id}}", call)
+    get(f"{PREFIX}/alerts", alerts)
+    get(f"{PREFIX}/alerts/{{alert_id}}", alert)
+    get(f"{PREFIX}/keys", api_keys)
+    post(f"{PREFIX}/keys", refused_page(key_create))
+    post(f"{PREFIX}/keys/{{key_id}}/revoke", refused_page(key_revoke))
+    get(f"{PREFIX}/live-events", live_events)
+    post(f"{PREFIX}/live-events/ingest-token", refused_page(ingest_token_rotate))
+    post(f"{PREFIX}/live-events/gate-token", refused_page(gate_token_rotate))
+    post(f"{PREFIX}/live-events/gate", refused_page(gate_set))
+    get(f"{PREFIX}/channels", channels)
+    post(f"{PREFIX}/channels/webhook", refused_page(webhook_set))
+    post(f"{PREFIX}/channels/secret", refused_page(secret_reveal))
+    post(f"{PREFIX}/channels/secret/rotate", refused_page(secret_rotate))
+    post(f"{PREFIX}/channels/set", refused_page(channel_set))
+    post(f"{PREFIX}/channels/test", refused_page(test_alert))
+    get(f"{PREFIX}/trusted", trusted)
+    post(f"{PREFIX}/trusted/{{action:add|remove}}", refused_page(trusted_change))
+    get(f"{PREFIX}/plan", plan)
+    post(f"{PREFIX}/plan", refused_page(plan_set))

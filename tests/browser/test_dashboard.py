@@ -1,0 +1,299 @@
+"""The dashboard in a real browser (docs/dashboard.md): a newcomer's path, keys, tokens, the trusted list,
+alert channels, live calls, sessions, CSRF and account isolation."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+
+import aiohttp
+import jsonschema
+import orjson
+import pytest
+from playwright.async_api import Browser, Page, expect
+
+import schemas
+from tests.browser.conftest import AXE, PASSWORD, new_person, signed_in, signed_up
+from tests.service import RunningService, wait_for_status
+from tests.smtp_server import SmtpServer
+from tests.topics import read_topic
+
+pytestmark = pytest.mark.pipeline
+
+NUMBER = "+14155552671"
+
+
+async def post_event(
+    http: aiohttp.ClientSession, url: str, body: dict[str, object], key: str = ""
+) -> dict[str, object]:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    async with http.post(url, json=body, headers=headers) as r:
+        assert r.status == 200, await r.text()
+        answer: dict[str, object] = await r.json()
+        return answer
+
+
+def started(call_id: str, caller: str) -> dict[str, object]:
+    return {"type": "call.started", "call_id": call_id, "to": NUMBER, "from": caller}
+
+
+async def test_a_newcomer_sets_a_password_signs_out_and_signs_in(
+    dash: RunningService, browser: Browser, http: aiohttp.ClientSession
+) -> None:
+    owner = await new_person(dash, http)
+    page = await signed_up(browser, dash, owner)
+    await expect(page.locator(".who")).to_contain_text(owner.email)
+    await page.click("text=Sign out")
+    await expect(page.locator("h1")).to_have_text("Sign in")
+    await page.fill("#email", owner.email)
+    await page.fill("#password", "not the password at all")
+    await page.click("button[type=submit]")
+    await expect(page.locator(".problem")).to_have_text("That email and password do not match an account.")
+    page = await signed_in(browser, dash.base_url, owner)
+    # The setup link is spent once used.
+    answer = await page.goto(owner.setup_path)
+    assert answer is not None and answer.status == 404
+
+
+async def test_a_key_made_on_the_page_works_and_revoked_is_refused_within_a_second(
+    dash: RunningService, browser: Browser, http: aiohttp.ClientSession
+) -> None:
+    owner = await new_person(dash, http)
+    page = await signed_up(browser, dash, owner)
+    await page.goto("/dashboard/keys")
+    await page.fill("#label", "ci")
+    await page.select_option("#scope", "read")
+    await page.click("text=Create key")
+    key = (await page.locator("#new-key").inner_text()).strip()
+    assert key.startswith("cs_read_")
+    headers = {"Authorization": f"Bearer {key}"}
+    await wait_for_status(http, "GET", f"{dash.base_url}/v1/account", 200, headers=headers)
+    await page.click("button[aria-label='Revoke ci']")
+    await expect(page.locator("table")).to_contain_text("revoked")
+    await wait_for_status(http, "GET", f"{dash.base_url}/v1/account", 401, timeout_s=1.0, headers=headers)
+
+
+async def test_rotating_the_ingest_token(dash: RunningService, browser: Browser, http: aiohttp.ClientSession) -> None:
+    owner = await new_person(dash, http)
+    page = await signed_up(browser, dash, owner)
+    await page.goto("/dashboard/live-events")
+    await page.click("text=Rotate the ingest token")
+    token = (await page.locator("#new-ingest-token").inner_text()).strip()
+    assert token.startswith("cs_ing_") and token != owner.account.ingest_token
+    answer = await post_event(http, f"{dash.base_url}/v1/events/{token}", started("ing-1", "+12125550111"))
+    assert answer["action"] == "allow"
+    async with http.post(
+        f"{dash.base_url}/v1/events/{owner.account.ingest_token}", json=started("ing-2", "+12125550112")
+    ) as r:
+        assert r.status == 401
+
+
+async def test_a_trusted_number_is_allowed_on_its_next_call(
+    dash: RunningService, browser: Browser, http: aiohttp.ClientSession
+) -> None:
+    owner = await new_person(dash, http)
+    page = await signed_up(browser, dash, owner)
+    url, key = f"{dash.base_url}/v1/events", owner.account.key
+    caller = "+12125550123"
+    before = await post_event(http, url, started("t-1", caller), key)
+    assert "trusted" not in before["reasons"]  # type: ignore[operator]
+    await page.goto("/dashboard/trusted")
+    await page.fill("#trust", "+1 (212) 555-0123")
+    await page.click("text=Trust it")
+    await expect(page.locator("ul.plain")).to_contain_text(caller)
+    after = await post_event(http, url, started("t-2", caller), key)
+    assert (after["action"], after["score"], after["reasons"]) == ("allow", 0.0, ["trusted"])
+
+
+async def test_an_email_channel_gets_the_test_alert(
+    dash: RunningService, browser: Browser, http: aiohttp.ClientSession, smtp: SmtpServer
+) -> None:
+    owner = await new_person(dash, http, plan="watch")
+    page = await signed_up(browser, dash, owner)
+    await page.goto("/dashboard/channels")
+    await expect(page.locator("section", has_text="Text messages")).to_contain_text("Needs the Guard plan.")
+    address = f"me-{uuid.uuid4().hex[:6]}@owner.test"
+    await page.fill("#to-email", address)
+    await page.click("text=Save email")
+    await expect(page.locator("#to-email")).to_have_value(address)
+    await page.click("text=Send a test alert")
+    await expect(page.locator("[role=status]")).to_contain_text("A test alert is on its way")
+    for _ in range(100):
+        if smtp.to(address):
+            break
+        await page.wait_for_timeout(100)
+    (message,) = smtp.to(address)
+    assert message["Subject"] == "[Callscreen] critical: alert.test"
+    await page.goto("/dashboard/alerts")
+    await expect(page.locator("tbody tr").first).to_contain_text("alert.test")
+    await expect(page.locator("tbody tr").first).to_contain_text("email: delivered")
+
+
+async def test_live_calls_show_a_flag_while_turns_stream(
+    dash: RunningService, browser: Browser, http: aiohttp.ClientSession
+) -> None:
+    owner = await new_person(dash, http)
+    page = await signed_up(browser, dash, owner)
+    await page.goto("/dashboard/calls/live")
+    await expect(page.locator("#live-rows")).to_contain_text("No call is in progress.")
+    url, key = f"{dash.base_url}/v1/events", owner.account.key
+    await post_event(http, url, started("live-1", "+12125550177"), key)
+    await expect(page.locator("#live-rows")).to_contain_text("+12125550177")
+    for _ in range(7):
+        await post_event(http, url, {"type": "interruption", "call_id": "live-1", "role": "user"}, key)
+    await expect(page.locator("#live-rows .flag")).to_contain_text("barge_storm")
+
+
+async def test_sign_out_everywhere_ends_the_session_on_another_edge_within_a_second(
+    dash: RunningService, second_edge: RunningService, browser: Browser, http: aiohttp.ClientSession
+) -> None:
+    owner = await new_person(dash, http)
+    here = await signed_up(browser, dash, owner)
+    there = await signed_in(browser, second_edge.base_url, owner)
+    await here.goto("/dashboard/channels")
+    await here.click("text=Sign out everywhere")
+    await expect(here.locator("h1")).to_have_text("Sign in")
+    signed_out_at = time.monotonic()
+    while True:
+        await there.goto("/dashboard/plan")
+        if await there.locator("h1").inner_text() == "Sign in":
+            break
+        assert time.monotonic() - signed_out_at < 1.0, "still signed in on the other edge after a second"
+
+
+async def test_a_post_without_the_csrf_token_is_refused(
+    dash: RunningService, browser: Browser, http: aiohttp.ClientSession
+) -> None:
+    owner = await new_person(dash, http)
+    page = await signed_up(browser, dash, owner)
+    answer = await page.request.post("/dashboard/trusted/add", form={"number": "+12125550199"})
+    assert answer.status == 403
+    forged = await page.request.post("/dashboard/trusted/add", form={"number": "+12125550199", "csrf": "x" * 40})
+    assert forged.status == 403
+    await page.goto("/dashboard/trusted")
+    await expect(page.locator("ul.plain")).to_contain_text("No trusted numbers.")
+
+
+async def test_another_accounts_call_is_not_found(
+    dash: RunningService, browser: Browser, http: aiohttp.ClientSession
+) -> None:
+    owner, other = await new_person(dash, http), await new_person(dash, http)
+    await post_event(http, f"{dash.base_url}/v1/events", started("theirs-1", "+12125550155"), other.account.key)
+    page = await signed_up(browser, dash, owner)
+    answer = await page.goto("/dashboard/calls/theirs-1")
+    assert answer is not None and answer.status == 404
+    mine = await signed_up(browser, dash, other)
+    answer = await mine.goto("/dashboard/calls/theirs-1")
+    assert answer is not None and answer.status == 200
+    await expect(mine.locator("dl.facts")).to_contain_text("+12125550155")
+
+
+async def test_a_read_only_teammate_sees_everything_and_changes_nothing(
+    dash: RunningService, browser: Browser, http: aiohttp.ClientSession
+) -> None:
+    owner = await new_person(dash, http)
+    viewer = await new_person(dash, http, role="viewer", account=owner.account)
+    page = await signed_up(browser, dash, viewer)
+    await expect(page.locator(".who")).to_contain_text("(read-only)")
+    await page.goto("/dashboard/keys")
+    await expect(page.locator("table")).to_contain_text(owner.account.key_id)
+    assert await page.locator("text=Create key").count() == 0
+    csrf = await page.evaluate("() => document.cookie")  # HttpOnly: the session is not readable here
+    assert "cs_session" not in csrf
+    token = await page.locator("form[action='/dashboard/signout'] input[name=csrf]").get_attribute("value")
+    answer = await page.request.post("/dashboard/keys", form={"csrf": token or "", "scope": "full", "label": "x"})
+    assert answer.status == 403
+    assert "Your role can see this account but not change it." in await answer.text()
+
+
+async def test_sign_in_is_limited_to_10_tries_in_10_minutes(
+    dash: RunningService, second_edge: RunningService, http: aiohttp.ClientSession
+) -> None:
+    """On an edge no other test signs in to with a wrong password, so the address's count is this test's."""
+    owner = await new_person(dash, http)
+    base = second_edge.base_url
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as browserless:
+        async with browserless.get(f"{base}/dashboard/signin") as r:
+            page = await r.text()
+        csrf = page.split('name="csrf" value="')[1].split('"')[0]
+        statuses = []
+        for _ in range(11):
+            form = {"csrf": csrf, "email": owner.email, "password": "wrong password, again"}
+            async with browserless.post(f"{base}/dashboard/signin", data=form) as r:
+                statuses.append(r.status)
+                retry = r.headers.get("Retry-After")
+    assert statuses == [401] * 10 + [429]
+    assert retry is not None and int(retry) > 0
+
+
+async def test_security_headers_and_no_secret_in_a_log_line(
+    dash: RunningService, browser: Browser, http: aiohttp.ClientSession
+) -> None:
+    async with http.get(f"{dash.base_url}/dashboard/signin") as r:
+        policy = r.headers["Content-Security-Policy"]
+        assert r.headers["X-Frame-Options"] == "DENY"
+    assert "script-src 'self'" in policy and "unsafe-inline" not in policy and "frame-ancestors 'none'" in policy
+    owner = await new_person(dash, http)
+    page = await signed_up(browser, dash, owner)
+    await page.goto("/dashboard/keys")
+    await page.click("text=Create key")
+    key = (await page.locator("#new-key").inner_text()).strip()
+    log = (dash.data_dir.parent / f"{dash.data_dir.name}.log").read_text()
+    for secret in (PASSWORD, key, owner.setup_path.rsplit("/", 1)[1]):
+        assert secret not in log
+
+
+PAGES = ["", "/calls", "/calls/live", "/alerts", "/keys", "/live-events", "/channels", "/trusted", "/plan"]
+WIDTHS = {"desktop": (1280, 860), "phone": (390, 844)}
+
+
+async def test_every_page_reads_on_a_phone_and_passes_axe(
+    dash: RunningService, browser: Browser, http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """Each page at desktop and phone widths: no sideways scrolling, no serious or critical axe-core
+    violation, and a screenshot (into docs/dashboard with CALLSCREEN_SCREENSHOTS=docs/dashboard)."""
+    owner = await new_person(dash, http)
+    url, key = f"{dash.base_url}/v1/events", owner.account.key
+    for i, caller in enumerate(("+12125550101", "+13105550102", "+16175550103")):
+        await post_event(http, url, started(f"shot-{i}", caller), key)
+    shots = Path(os.environ.get("CALLSCREEN_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    signed: Page = await signed_up(browser, dash, owner)
+    cookies = await signed.context.cookies()
+    for width_name, (width, height) in WIDTHS.items():
+        context = await browser.new_context(
+            base_url=dash.base_url, viewport={"width": width, "height": height}, bypass_csp=True
+        )
+        await context.add_cookies(cookies)  # type: ignore[arg-type]
+        page = await context.new_page()
+        for path in PAGES:
+            answer = await page.goto(f"/dashboard{path}")
+            assert answer is not None and answer.status == 200, path
+            sideways = await page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+            assert sideways <= 0, (path, width_name, sideways)
+            name = (path.strip("/").replace("/", "-") or "overview") + f"-{width_name}.png"
+            await page.screenshot(path=str(shots / name), full_page=True)
+            await page.add_script_tag(path=str(AXE))
+            found = await page.evaluate(
+                "async () => (await axe.run()).violations"
+                ".filter(v => ['serious', 'critical'].includes(v.impact)).map(v => v.id + ': ' + v.help)"
+            )
+            assert found == [], (path, width_name, found)
+        await context.close()
+
+
+async def test_every_record_the_dashboard_appends_matches_the_accounts_schema(dash: RunningService) -> None:
+    """Runs after the module's other tests, so people, sessions and the dashboard's changes are on the topic."""
+    validator = jsonschema.Draft202012Validator(
+        schemas.load("accounts.schema.json"), format_checker=jsonschema.FormatChecker()
+    )
+    kinds = set()
+    for record in await read_topic(dash.settings, dash.settings.topic("accounts")):
+        value = orjson.loads(record.value)
+        kinds.add(value["kind"])
+        errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(value)]
+        assert errors == [], value
+    dashboard_kinds = {"person.invited", "person.password_set", "session.started", "session.ended", "sessions.ended"}
+    assert dashboard_kinds | {"key.created", "key.revoked", "token.rotated", "trusted.added", "channel.set"} <= kinds
