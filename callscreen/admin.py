@@ -76,6 +76,8 @@ class Admin:
         """A new account; with `email`, its owner is invited too and the setup link is printed."""
         if email and normal_email(email) is None:
             raise commands.Refused("invalid_email", to=email)
+        if email and self.view.people.person_by_email(email) is not None:
+            raise commands.Refused("email_taken")
         created = await self.change(commands.create_account(plan, name, account_id))
         if email:
             invited = await self.user_invite(created["account_id"], email, "owner")

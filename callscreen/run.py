@@ -13,6 +13,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 from aiohttp import web
@@ -114,7 +115,9 @@ async def serve_edge(settings: Settings, stop: asyncio.Event, demo: bool) -> Non
 async def print_demo(settings: Settings) -> None:
     try:
         async with Admin(settings) as admin:
-            created = await admin.account_create("guard", "demo", email="demo@callscreen.example")
+            # Each run makes a new demo account, so each gets an address of its own.
+            email = f"demo-{uuid.uuid4().hex[:8]}@callscreen.example"
+            created = await admin.account_create("guard", "demo", email=email)
     except SecretKeyProblem as exc:
         # `--role edge --demo` holds no key unless given one: the edge needs it only for carrier auth tokens.
         print(f"no demo account: {exc}", file=sys.stderr, flush=True)
@@ -127,7 +130,7 @@ async def print_demo(settings: Settings) -> None:
         """"to":"+14155552671","from":"+12125550123","attrs":{"attestation":"A"}}'""",
         flush=True,
     )
-    print(f"dashboard: open {created['setup_url']} to set demo@callscreen.example's password", flush=True)
+    print(f"dashboard: open {created['setup_url']} to set the password of {email}", flush=True)
 
 
 def refuse(reason: str) -> int:

@@ -32,7 +32,7 @@ async def smtp() -> AsyncIterator[SmtpServer]:
 @pytest.fixture(scope="module")
 def dash(kafka: str, tmp_path_factory: pytest.TempPathFactory, smtp: SmtpServer) -> Iterator[RunningService]:
     env = {"CALLSCREEN_SMTP_URL": smtp.url, "CALLSCREEN_EMAIL_FROM": "alerts@callscreen.test"}
-    running = start_service(tmp_path_factory.mktemp("dashboard") / "data", kafka, env=env)
+    running = start_service(tmp_path_factory.mktemp("dashboard") / "data", kafka, "--demo", env=env)
     yield running
     running.stop()
 

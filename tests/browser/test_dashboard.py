@@ -3,6 +3,7 @@ alert channels, live calls, sessions, CSRF and account isolation."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 import uuid
@@ -37,6 +38,23 @@ async def post_event(
 
 def started(call_id: str, caller: str) -> dict[str, object]:
     return {"type": "call.started", "call_id": call_id, "to": NUMBER, "from": caller}
+
+
+async def test_the_demo_prints_a_key_a_curl_line_and_a_setup_link_that_opens(
+    dash: RunningService, browser: Browser, http: aiohttp.ClientSession
+) -> None:
+    assert dash.process.stdout is not None
+    lines = [await asyncio.to_thread(dash.process.stdout.readline) for _ in range(3)]
+    assert lines[0].startswith("demo account acct_") and "key: cs_live_" in lines[0]
+    assert lines[1].startswith("try: curl -s -X POST ")
+    setup_url = lines[2].split("open ", 1)[1].split(" ", 1)[0]
+    assert setup_url.startswith(f"{dash.base_url}/dashboard/setup/cs_setup_")
+    # The demo's records were appended by its own admin connection; the edge folds them within a second.
+    await wait_for_status(http, "GET", setup_url, 200)
+    page = await (await browser.new_context()).new_page()
+    answer = await page.goto(setup_url)
+    assert answer is not None and answer.status == 200
+    await expect(page.locator("h1")).to_have_text("Welcome to Callscreen")
 
 
 async def test_a_newcomer_sets_a_password_signs_out_and_signs_in(
