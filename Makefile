@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint lock fuzz docs email-example bench bench-gate bench-memory faults soak clean
+.PHONY: run test lint lock fuzz docs email-example dashboard-shots bench bench-gate bench-memory faults soak clean
 
 # The install step: the virtual environment, every dependency at the hash-checked version of the dev
 # lock (pip, setuptools and wheel too, so the editable build downloads nothing unpinned), the package
@@ -50,6 +50,10 @@ lint: $(STAMP)
 # docs/rules.md and the layers picture in docs/architecture.md, from the code.
 docs: $(STAMP)
 	$(BIN)/python -m infra.docs
+
+# The README's dashboard screenshots, from the browser test that checks every page at both widths.
+dashboard-shots: $(STAMP) $(BROWSER_STAMP)
+	CALLSCREEN_SCREENSHOTS=docs/dashboard $(BIN)/pytest -q tests/browser -k phone
 
 # The README's example alert email, from the real templates (needs Chromium).
 email-example: $(STAMP)
