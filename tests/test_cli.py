@@ -97,3 +97,18 @@ async def test_refusals_print_json_errors_and_exit_non_zero(service: RunningServ
     code, out, err = await cli(service, "trusted", "add", "--account", account.account_id, "--number", "555-0123")
     assert code != 0
     assert orjson.loads(err) == {"error": "invalid_number"}
+
+
+async def test_people_are_invited_with_a_setup_link(service: RunningService, account: AccountKeys) -> None:
+    email = f"cli-{account.account_id.lower()}@owner.test"
+    code, made, _ = await cli(service, "account", "create", "--plan", "watch", "--email", email.upper())
+    assert code == 0
+    assert made["setup_url"].startswith("http://") and "/dashboard/setup/cs_setup_" in made["setup_url"]
+    code, invited, _ = await cli(service, "user", "invite", "--account", account.account_id, "--email", "v@x.test")
+    assert code == 0
+    assert (invited["account_id"], invited["email"], invited["role"]) == (account.account_id, "v@x.test", "owner")
+    assert invited["person_id"].startswith("prs_") and "setup_token" not in invited
+    code, out, err = await cli(service, "user", "invite", "--account", account.account_id, "--email", email)
+    assert (code != 0, out, orjson.loads(err)) == (True, None, {"error": "email_taken"})
+    code, out, err = await cli(service, "account", "create", "--plan", "guard", "--email", "not-an-address")
+    assert (code != 0, out, orjson.loads(err)) == (True, None, {"error": "invalid_email", "to": "not-an-address"})
