@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint lock fuzz docs email-example dashboard-shots bench bench-gate bench-memory faults soak clean
+.PHONY: run test lint lock fuzz docs email-example dashboard-shots bench bench-profile bench-gate bench-memory faults soak clean
 
 # The install step: the virtual environment, every dependency at the hash-checked version of the dev
 # lock (pip, setuptools and wheel too, so the editable build downloads nothing unpinned), the package
@@ -77,6 +77,12 @@ fuzz: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.gate
+
+# make bench with py-spy on the edge and the worker: top functions in docs/benchmarks.md, flame graphs in
+# docs/profiles/.
+bench-profile: $(STAMP)
+	$(BIN)/python -m bench.run --profile
 	$(BIN)/python -m bench.gate
 
 # Only the carrier gate's section of docs/benchmarks.md (about a minute).

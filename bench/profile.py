@@ -16,8 +16,8 @@ def py_spy() -> str | None:
     return str(beside) if beside.exists() else shutil.which("py-spy")
 
 
-async def record(pid: int, seconds: int, out: Path) -> asyncio.subprocess.Process | None:
-    """Start `py-spy record` in raw (collapsed stack) format; returns the process to await."""
+async def record(pid: int, seconds: int, out: Path, form: str = "raw") -> asyncio.subprocess.Process | None:
+    """Start `py-spy record` in `form` (raw collapsed stacks, or a flamegraph SVG); returns the process to await."""
     binary = py_spy()
     if binary is None:
         return None
@@ -31,7 +31,7 @@ async def record(pid: int, seconds: int, out: Path) -> asyncio.subprocess.Proces
         "--rate",
         "200",
         "--format",
-        "raw",
+        form,
         "--nonblocking",
         "--output",
         str(out),

@@ -357,19 +357,28 @@ def rss_table(r: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-def profile_section(prof: dict[str, Any]) -> list[str]:
+def profile_section(profiles: list[dict[str, Any]]) -> list[str]:
     out = ["## Profile (`--profile`)", ""]
-    if prof.get("error"):
-        return [*out, prof["error"], ""]
-    out += [
-        f"py-spy (200 Hz, non-blocking) on the edge and the worker for {prof['seconds']} s of turn traffic at "
-        f"{prof['rate']:g}/s. Own = samples with the function on top of the stack; total = anywhere in it.",
-        "",
-    ]
-    for name, top in prof.get("top", {}).items():
-        out += [f"### {name} ({top['samples']} samples)", "", "| function | own % | total % |", "|---|---:|---:|"]
-        out += [f"| `{fn}` | {own} | {total} |" for fn, own, total in top["rows"]]
-        out.append("")
+    for prof in profiles:
+        if prof.get("error"):
+            return [*out, prof["error"], ""]
+        what = "turn traffic (full calls)" if prof["mode"] == "calls" else "`call.started` only"
+        out += [
+            f"py-spy (200 Hz, non-blocking) on the edge and the worker for {prof['seconds']} s of {what} at "
+            f"{prof['rate']:g}/s. Own = samples with the function on top of the stack; total = anywhere in it.",
+            "Flame graphs: "
+            + ", ".join(f"[{name}]({path.removeprefix('docs/')})" for name, path in prof.get("graphs", {}).items()),
+            "",
+        ]
+        for name, top in prof.get("top", {}).items():
+            out += [
+                f"### {prof['mode']}: {name} ({top['samples']} samples)",
+                "",
+                "| function | own % | total % |",
+                "|---|---:|---:|",
+            ]
+            out += [f"| `{fn}` | {own} | {total} |" for fn, own, total in top["rows"]]
+            out.append("")
     return out
 
 

@@ -45,6 +45,7 @@ from infra.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 P99_TARGET_MS = 50.0
+PROFILES = ROOT / "docs" / "profiles"
 LADDER: list[float] = [25, 50, 100, 150, 200, 300, 400, 500, 750, 1000, 1500, 2000, 3000]
 BARE_TOPIC = "callscreen-bench.bare"
 FLOOR_TABLES = (0, 1)
@@ -354,9 +355,12 @@ async def phases(bench: Bench) -> None:
         results["faust_floor"].append(await faust_floor(svc.settings, tables))
         bench.log(f"faust floor: {results['faust_floor'][-1]}")
 
-    # Profile the edge and a worker at the sustainable turn rate.
-    if args.profile and bench.budget.left() > args.step_seconds + 25:
-        results["profile"] = await profile_run(bench, float(turns["sustainable"] or LADDER[0]))
+    # Profile the edge and a worker at the sustainable turn rate, and on call.started at scenario (a)'s rate.
+    if args.profile and bench.budget.left() > 2 * args.step_seconds + 50:
+        results["profile"] = [
+            await profile_run(bench, "calls", float(turns["sustainable"] or LADDER[0])),
+            await profile_run(bench, "starts", float(args.start_rate)),
+        ]
 
     # call.started: sustainable rate, then 50% and 80% of it, if time allows.
     if bench.budget.left() > args.step_seconds + 55:
@@ -428,22 +432,28 @@ async def fold_rate(bench: Bench, calls: int) -> dict[str, Any]:
     }
 
 
-async def profile_run(bench: Bench, rate: float) -> dict[str, Any]:
+async def profile_run(bench: Bench, mode: str, rate: float) -> dict[str, Any]:
+    """py-spy on the edge and the worker while `mode` traffic runs at `rate`: the top functions for the
+    report, and a flame graph of each under docs/profiles/ (two samplers on each process)."""
     seconds = int(bench.args.step_seconds)
     procs = bench.service.processes()
     targets = {"edge": procs["edge (callscreen run)"], "worker": procs.get("worker", 0)}
-    out: dict[str, Any] = {"rate": rate, "seconds": seconds}
+    out: dict[str, Any] = {"mode": mode, "rate": rate, "seconds": seconds}
     if profile.py_spy() is None:
         out["error"] = "py-spy is not installed (.venv/bin/pip install py-spy)"
         return out
-    files = {name: bench.service.data_dir.parent / f"pyspy-{name}.txt" for name in targets}
-    spies = {name: await profile.record(pid, seconds, files[name]) for name, pid in targets.items() if pid}
-    out["run"] = await bench.loadgen(bench.service.base_url, "calls", rate, seconds, f"profile{int(rate)}")
-    for spy in spies.values():
+    PROFILES.mkdir(parents=True, exist_ok=True)
+    files = {name: bench.service.data_dir.parent / f"pyspy-{mode}-{name}.txt" for name in targets}
+    graphs = {name: PROFILES / f"{mode}-{name}.svg" for name in targets}
+    spies = [await profile.record(pid, seconds, files[name]) for name, pid in targets.items() if pid]
+    spies += [await profile.record(pid, seconds, graphs[name], "flamegraph") for name, pid in targets.items() if pid]
+    out["run"] = await bench.loadgen(bench.service.base_url, mode, rate, seconds, f"profile-{mode}{int(rate)}")
+    for spy in spies:
         if spy is not None:
             await profile.finish(spy, 20)
     await bench.settle()
     out["top"] = {name: profile.top_functions(path) for name, path in files.items()}
+    out["graphs"] = {name: str(path.relative_to(ROOT)) for name, path in graphs.items() if path.exists()}
     return out
 
 
@@ -503,7 +513,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--reserve", type=float, default=90.0, help="seconds the searches leave for the baselines and fold phase"
     )
-    parser.add_argument("--profile", action="store_true", help="py-spy the edge and the worker on turn traffic")
+    parser.add_argument(
+        "--profile", action="store_true", help="py-spy the edge and the worker on turns and on call.started"
+    )
     parser.add_argument(
         "--broker", choices=BROKERS, default="kafka", help="the local Apache Kafka, or the in-memory Tansu"
     )
