@@ -21,12 +21,9 @@ from domain.people import normal_email
 from infra.clock import now_ms
 from infra.follow import TopicFollower
 from infra.kafka import make_producer
-from infra.sealing import Sealer, sealer_for
+from infra.sealing import Sealer, sealed, sealer_for
 from infra.settings import Settings
 from infra.webhook_url import refusal
-
-# Record fields that hold a secret needed back in plain text: sealed before they are appended.
-SEALED = ("signing_secret", "carrier_auth_token")
 
 
 @dataclass
@@ -62,11 +59,7 @@ class Admin:
         apply(self.view, record)
 
     async def change(self, change: commands.Change) -> dict[str, Any]:
-        record = change.record
-        for name in SEALED:
-            if record.get(name):
-                record = {**record, name: self.sealer().seal(record[name])}
-        await self.append(record)
+        await self.append(sealed(change.record, self.sealer))
         return change.shown
 
     def account(self, account_id: str) -> Account | None:

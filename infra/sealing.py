@@ -10,7 +10,9 @@ before sealing existed is read as it is.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
@@ -48,6 +50,19 @@ class Sealer:
             return self._fernet.decrypt(stored[len(PREFIX) :].encode()).decode()
         except InvalidToken:
             raise SecretKeyProblem("a sealed signing secret opens with none of the secret keys") from None
+
+
+# Record fields holding a secret needed back in plain text: sealed before the record is appended.
+SEALED_FIELDS = ("signing_secret", "carrier_auth_token")
+
+
+def sealed(record: dict[str, Any], sealer: Callable[[], Sealer]) -> dict[str, Any]:
+    """The record with each secret field sealed; `sealer` is asked for only when there is one, so changes
+    that carry no secret need no key."""
+    for name in SEALED_FIELDS:
+        if record.get(name):
+            record = {**record, name: sealer().seal(record[name])}
+    return record
 
 
 def key_file(settings: Settings) -> Path:

@@ -20,7 +20,7 @@ from domain import commands
 from domain.accounts import Account, stamp
 from domain.people import Person
 from infra.clock import now_ms
-from infra.sealing import Sealer, sealer_for
+from infra.sealing import Sealer, sealed, sealer_for
 from ingest.errors import ApiError
 from ingest.service import Edge, edge_of
 from ingest.sessions import SESSION_COOKIE, IdleClock, SignedIn, SignInLimits, csrf_ok
@@ -39,8 +39,6 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
-# Record fields holding a secret needed back in plain text: sealed before they are appended.
-SEALED = ("signing_secret", "carrier_auth_token")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -145,11 +143,7 @@ async def form_of(request: web.Request, me: SignedIn, change: bool = True) -> di
 async def append_change(request: web.Request, change: commands.Change) -> dict[str, Any]:
     """The same record the `callscreen` admin commands append, sealed the same way."""
     edge = edge_of(request)
-    record = change.record
-    for name in SEALED:
-        if record.get(name):
-            record = {**record, name: request.app[DASHBOARD].sealer(edge).seal(record[name])}
-    await append_record(edge, record)
+    await append_record(edge, sealed(change.record, lambda: request.app[DASHBOARD].sealer(edge)))
     return change.shown
 
 
