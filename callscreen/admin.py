@@ -23,7 +23,7 @@ from infra.follow import TopicFollower
 from infra.kafka import make_producer
 from infra.sealing import Sealer, sealed, sealer_for
 from infra.settings import Settings
-from infra.webhook_url import refusal
+from infra.webhook_url import refusal_under
 
 
 @dataclass
@@ -114,16 +114,8 @@ class Admin:
         hang_up_suspicious: bool | None = None,
     ) -> dict[str, Any]:
         """A number's gate settings; the forward URL must be a place a webhook could go (docs/api.md)."""
-        if forward_url is not None:
-            settings = self.settings
-            why = await refusal(
-                forward_url,
-                settings.webhook_allow_private,
-                settings.webhook_ports,
-                settings.webhook_dns_timeout_s,
-            )
-            if why is not None:
-                raise commands.Refused("invalid_forward_url", reason=why)
+        if forward_url is not None and (why := await refusal_under(self.settings, forward_url)):
+            raise commands.Refused("invalid_forward_url", reason=why)
         change = commands.set_gate(
             self.account(account_id), number, forward_url, review, unavailable, carrier_auth_token, hang_up_suspicious
         )

@@ -193,6 +193,12 @@ def set_gate(
 EMAIL = re.compile(r"[^@\s<>,;]{1,64}@[^@\s<>,;]+\.[^@\s<>,;.]+")
 
 
+def set_webhook(account: Account | None, url: str | None) -> Change:
+    """The account's alert webhook URL, or none; the URL is checked by the caller, which can resolve it."""
+    found = existing(account)
+    return Change({"kind": "webhook.set", "account_id": found.id, "alert_webhook_url": url}, {"alert_webhook_url": url})
+
+
 def set_channel(account: Account | None, channel: str, to: list[str], floor: str | None = None) -> Change:
     """An alert channel's destinations and floor (docs/api.md, Alert channels); no destinations turns it off."""
     found = existing(account)

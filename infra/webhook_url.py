@@ -9,6 +9,8 @@ import socket
 import ssl
 from urllib.parse import urlsplit
 
+from infra.settings import Settings
+
 ANY_PORT = "*"
 DEFAULT_PORT = 443
 # IPv6 ranges that carry an IPv4 address: a connection to them reaches that IPv4 host, so they are only as
@@ -116,3 +118,9 @@ async def refusal(url: object, allow_private: bool, ports: str, dns_timeout_s: f
     if not addresses or not all(is_public(a) for a in addresses):
         return "private_address"
     return None
+
+
+async def refusal_under(settings: Settings, url: object) -> str | None:
+    """Why the deployment refuses `url` as a webhook or forward target (its ports, private addresses and
+    DNS time-out), or None."""
+    return await refusal(url, settings.webhook_allow_private, settings.webhook_ports, settings.webhook_dns_timeout_s)

@@ -208,13 +208,8 @@ async def gate_set(request: web.Request) -> web.Response:
     form = await form_of(request, me)
     edge = edge_of(request)
     forward_url = form.get("forward_url", "").strip() or None
-    if forward_url is not None:
-        settings = edge.settings
-        why = await webhook_url.refusal(
-            forward_url, settings.webhook_allow_private, settings.webhook_ports, settings.webhook_dns_timeout_s
-        )
-        if why is not None:
-            raise PageError(400, f"That forward URL cannot be used ({why}).")
+    if forward_url is not None and (why := await webhook_url.refusal_under(edge.settings, forward_url)):
+        raise PageError(400, f"That forward URL cannot be used ({why}).")
     change = commands.set_gate(
         account_of(me, request),
         form.get("number", ""),
@@ -251,16 +246,9 @@ async def webhook_set(request: web.Request) -> web.Response:
     form = await form_of(request, me)
     edge, account = edge_of(request), account_of(me, request)
     url = form.get("url", "").strip() or None
-    if url is not None:
-        settings = edge.settings
-        why = await webhook_url.refusal(
-            url, settings.webhook_allow_private, settings.webhook_ports, settings.webhook_dns_timeout_s
-        )
-        if why is not None:
-            raise PageError(400, f"That webhook URL cannot be used ({why}).")
-    await append_change(
-        request, commands.Change({"kind": "webhook.set", "account_id": account.id, "alert_webhook_url": url}, {})
-    )
+    if url is not None and (why := await webhook_url.refusal_under(edge.settings, url)):
+        raise PageError(400, f"That webhook URL cannot be used ({why}).")
+    await append_change(request, commands.set_webhook(account, url))
     raise web.HTTPSeeOther(f"{PREFIX}/channels")
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from aiohttp import web
 
+from domain import commands
 from domain.accounts import Account, apply, stamp
 from domain.queries import AccountUsage
 from domain.rules import DAY_MS
@@ -50,14 +51,9 @@ async def patch_account(request: web.Request) -> web.Response:
     account = principal.account
     if "alert_webhook_url" in body:
         url = body["alert_webhook_url"]
-        if url is not None:
-            settings = edge.settings
-            why = await webhook_url.refusal(
-                url, settings.webhook_allow_private, settings.webhook_ports, settings.webhook_dns_timeout_s
-            )
-            if why is not None:
-                raise ApiError(400, "invalid_webhook_url", reason=why)
-        record = stamp({"kind": "webhook.set", "account_id": account.id, "alert_webhook_url": url}, now_ms())
+        if url is not None and (why := await webhook_url.refusal_under(edge.settings, url)):
+            raise ApiError(400, "invalid_webhook_url", reason=why)
+        record = stamp(commands.set_webhook(account, url).record, now_ms())
         await edge.append(edge.settings.topic("accounts"), account.id, record)
         apply(edge.accounts, record)
         account = edge.accounts.accounts[account.id]
