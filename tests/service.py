@@ -188,3 +188,14 @@ async def settled(settings: Settings, timeout_s: float = 30.0) -> None:
             previous = ends
         await asyncio.sleep(0.2)
     raise TimeoutError(f"the service did not settle; behind (topic, partition, end): {behind}")
+
+
+async def rebuild(service: RunningService) -> subprocess.CompletedProcess[bytes]:
+    """`callscreen rebuild` against the running service's broker and topics, as an operator runs it."""
+    return await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "callscreen.cli", "rebuild", "--data-dir", str(service.data_dir)],
+        capture_output=True,
+        timeout=300,
+        env={**os.environ, **service.env},
+    )

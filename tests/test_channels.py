@@ -28,7 +28,7 @@ from callscreen.admin import Admin
 from domain.times import format_ms
 from infra.clock import now_ms
 from tests.receiver import Receiver, https_site, receiver_env
-from tests.service import AccountKeys, RunningService, create_account, settled, wait_for_status
+from tests.service import AccountKeys, RunningService, create_account, rebuild, settled, wait_for_status
 from tests.service import start_service as start
 from tests.smtp_server import SmtpServer, smtp_server
 from tests.topics import read_topic
@@ -446,13 +446,7 @@ async def test_a_rebuild_sends_nothing_again_on_any_channel(
     deliveries_before = len(await read_topic(service.settings, service.settings.topic("deliveries")))
     answers_before = await rate_alerts(http, service, account)
 
-    done = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "callscreen.cli", "rebuild", "--data-dir", str(service.data_dir)],
-        capture_output=True,
-        timeout=300,
-        env={**os.environ, **service.env},
-    )
+    done = await rebuild(service)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     await wait_for_status(http, "GET", f"{service.base_url}/healthz", 200, timeout_s=30)
     await settled(service.settings)

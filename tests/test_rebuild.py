@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
-import subprocess
-import sys
-
 import aiohttp
 import orjson
 import pytest
 
-from tests.service import RunningService, create_account, settled, wait_for_status
+from tests.service import RunningService, create_account, rebuild, settled, wait_for_status
 from tests.topics import read_topic
 from tests.traffic import assert_same_answers, past_every_window, post_all, script, snapshot
 
@@ -40,13 +35,7 @@ async def test_rebuild_gives_byte_identical_answers_and_no_new_alert_or_delivery
     alerts_before = len(await read_topic(settings, settings.topic("alerts")))
     deliveries_before = len(await read_topic(settings, settings.topic("deliveries")))
 
-    done = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "callscreen.cli", "rebuild", "--data-dir", str(log_service.data_dir)],
-        capture_output=True,
-        timeout=300,
-        env={**os.environ, **log_service.env},
-    )
+    done = await rebuild(log_service)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     summary = orjson.loads(done.stdout)
     assert summary["generation"] == 1
