@@ -103,6 +103,11 @@ class Message:
         return (self.alert["id"], self.channel, self.to)
 
 
+def hourly_id(alert_id: str, to: str) -> str:
+    """What the hourly caps count: one message of one alert to one destination."""
+    return f"{alert_id}|{to}"
+
+
 class Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
     """Hands the consumer group's partition changes to the alerting role."""
 
@@ -192,7 +197,7 @@ class Alerting:
             self.budget.note(str(record.get("account_id")), alert_id, created_at)
         hourly = self.hourly.get(str(record.get("channel")))
         if record.get("kind") == "channel.attempt" and hourly is not None:
-            hourly.note(str(record.get("account_id")), f"{alert_id}|{record.get('to')}", created_at)
+            hourly.note(str(record.get("account_id")), hourly_id(alert_id, str(record.get("to"))), created_at)
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.producer.start()
@@ -292,7 +297,8 @@ class Alerting:
                 self._skip_message(message, plan.reason)
                 continue
             hourly = self.hourly.get(plan.channel)
-            if hourly is not None and not hourly.admit(alert["account_id"], f"{alert['id']}|{plan.to}", created_at):
+            counted = hourly_id(alert["id"], plan.to)
+            if hourly is not None and not hourly.admit(alert["account_id"], counted, created_at):
                 self._skip_message(message, "rate")
             elif not self.lanes[plan.channel].offer(alert["account_id"], message):
                 self._skip_message(message, "queue_full")
