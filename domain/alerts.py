@@ -72,6 +72,32 @@ def make_alert(account: str, kind: str, subject: str, window_start: int, raised_
     )
 
 
+class AlertTestRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """An owner's request for an `alert.test` (schemas/accounts.schema.json, kind `alert.test_requested`)."""
+
+    id: str
+    account_id: str
+    at: str
+    person_id: str
+    email: str
+
+
+TEST_REQUESTED = "alert.test_requested"
+
+
+def requested_test(request: AlertTestRequest) -> Alert:
+    """The `alert.test` a request asks for: its id from the request's, so a refold makes the same one."""
+    return Alert(
+        id=deterministic_id("alrt_", 20, request.account_id, "alert.test", request.id),
+        type="alert.test",
+        account_id=request.account_id,
+        created_at=request.at,
+        severity=SEVERITY["alert.test"],
+        subject=request.person_id,
+        data={"requested_by": request.email},
+    )
+
+
 def callers_named(alert: Alert) -> list[str]:
     """The callers an alert charges points to (`prior.points`): the caller it names, or its run."""
     if alert.type == "caller.rotating_numbers":

@@ -16,7 +16,7 @@ from typing import Any
 
 from domain import ids
 from domain.accounts import GATE_REVIEW, GATE_UNAVAILABLE, PLANS, SCOPES, Account, Gate
-from domain.alerts import SEVERITY_RANK
+from domain.alerts import SEVERITY_RANK, TEST_REQUESTED
 from domain.channels import CHANNELS, DEFAULT_FLOOR, MAX_DESTINATIONS, allowed
 from domain.people import ROLES, PeopleView, invited, new_setup_token, normal_email
 from domain.phone import normalise
@@ -223,6 +223,13 @@ def set_channel(account: Account | None, channel: str, to: list[str], floor: str
     chosen = floor or (before.floor if before else DEFAULT_FLOOR[channel])
     record = {"kind": "channel.set", "account_id": found.id, "channel": channel, "to": clean, "floor": chosen}
     return Change(record, {"channel": channel, "to": clean, "floor": chosen if clean else None})
+
+
+def request_test_alert(account: Account | None, person_id: str, email: str) -> Change:
+    """A request the workers turn into an `alert.test` on the alerts topic (the edge may not write it)."""
+    found = existing(account)
+    record = {"kind": TEST_REQUESTED, "account_id": found.id, "person_id": person_id, "email": email}
+    return Change(record, {})
 
 
 def invite_person(account: Account | None, people: PeopleView, email: str, role: str, now_ms: int) -> Change:

@@ -17,7 +17,7 @@ import orjson
 from infra.kafka import make_consumer, make_producer, partitions, read_all
 from infra.settings import Settings
 
-SOURCE_TOPICS = ("events", "decisions", "alerts", "billing", "deliveries")
+SOURCE_TOPICS = ("events", "decisions", "alerts", "billing", "accounts", "deliveries")
 
 
 @dataclass(frozen=True)

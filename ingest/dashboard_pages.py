@@ -9,15 +9,13 @@ from typing import Any
 
 from aiohttp import web
 
-from domain import commands, ids, keys
+from domain import commands, keys
 from domain.accounts import PLANS, Account
-from domain.alerts import SEVERITY, Alert
 from domain.channels import CHANNELS, DEFAULT_FLOOR, PLAN_CHANNELS
 from domain.index import AlertEntry, CallEntry
 from domain.phone import parse_number
 from domain.queries import AlertGet, AlertsList, CallGet, CallsList, NumbersList
 from domain.rules import HOUR_MS
-from domain.times import format_ms
 from infra import webhook_url
 from infra.clock import now_ms
 from ingest.chart import hourly_chart
@@ -277,21 +275,13 @@ async def channel_set(request: web.Request) -> web.Response:
 
 
 async def test_alert(request: web.Request) -> web.Response:
-    """An `alert.test` on the alerts topic: critical, so it reaches every channel whatever its floor."""
+    """An `alert.test_requested` record; a worker raises the `alert.test` (critical, so it reaches every
+    channel whatever its floor) on the alerts topic, which the edge does not write."""
     me = signed_in(request)
     await form_of(request, me)
-    edge, account = edge_of(request), account_of(me, request)
-    now = now_ms()
-    alert = Alert(
-        id="alrt_" + ids.random_base62(20),
-        type="alert.test",
-        account_id=account.id,
-        created_at=format_ms(now),
-        severity=SEVERITY["alert.test"],
-        subject=me.person.person_id,
-        data={"requested_by": me.person.email},
+    await append_change(
+        request, commands.request_test_alert(account_of(me, request), me.person.person_id, me.person.email)
     )
-    await edge.append(edge.settings.topic("alerts"), account.id, alert)
     raise web.HTTPSeeOther(f"{PREFIX}/channels?tested=1")
 
 

@@ -1,4 +1,5 @@
-"""The alert store and billing agents: alerts become listable; failed payments become alerts."""
+"""The alert store, billing and test agents: alerts become listable; failed payments and owners' test
+requests (on the accounts topic) become alerts."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 import msgspec
 
 from domain import billing, keys
-from domain.alerts import Alert
+from domain.alerts import TEST_REQUESTED, Alert, AlertTestRequest, requested_test
 from domain.billing import LastAlerted, PaymentFailed
 from domain.index import AlertEntry
 from domain.times import parse_ms
@@ -28,6 +29,15 @@ def register(w: Parts) -> None:
             except POISON as error:
                 await w.dead_letters.put("alerts", record, error, pending)
 
+    @w.app.agent(w.topic("accounts"), concurrency=1)
+    async def test_requests(stream: Any) -> None:
+        async for record, pending in w.commits.folds(stream, "accounts"):
+            replay = w.progress.folded("accounts", record)
+            try:
+                await raise_requested_test(w, record, pending, replay)
+            except POISON as error:
+                await w.dead_letters.put("accounts", record, error, pending)
+
     @w.app.agent(w.topic("billing"), concurrency=1)
     async def payments(stream: Any) -> None:
         async for record, pending in w.commits.folds(stream, "billing"):
@@ -46,6 +56,14 @@ def store_alert(w: Parts, record: Any) -> None:
     w.tables.put("alert_store", key, alert)
     entry = AlertEntry(parse_ms(alert.created_at) or 0, alert.id, alert.type)
     w.tables.add_to_index("alert_store", "alerts", alert.account_id, record.message.partition, entry)
+
+
+async def raise_requested_test(w: Parts, record: Any, pending: list[Any], replay: bool) -> None:
+    change = msgspec.json.decode(record.value)
+    if not isinstance(change, dict) or change.get("kind") != TEST_REQUESTED or replay:
+        return  # every other account change is the edge's and the alerting role's to fold
+    alert = requested_test(msgspec.convert(change, AlertTestRequest))
+    pending.append(await w.appender.append("alerts", alert.account_id, alert))
 
 
 async def fold_payment(w: Parts, record: Any, pending: list[Any], replay: bool) -> None:

@@ -19,7 +19,7 @@ import orjson
 
 from callscreen.admin import Admin
 from callscreen.broker import BROKER_FILE
-from infra.control import source_ends
+from infra.control import SOURCE_TOPICS, source_ends
 from infra.kafka import read_all
 from infra.ports import free_port
 from infra.settings import Settings, load_settings
@@ -157,7 +157,7 @@ class Progress:
 async def settled(settings: Settings, timeout_s: float = 30.0) -> None:
     """Returns once every record in the source topics has been folded by the workers, their feature
     views and the alerting role, and folding them appended nothing further (a fixed point)."""
-    topics = ("events", "decisions", "alerts", "billing", "deliveries")
+    topics = SOURCE_TOPICS
     deadline = time.monotonic() + timeout_s
     previous: dict[str, dict[str, int]] | None = None
     behind: list[tuple[str, str, int]] = []

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import aiohttp
 import orjson
 import pytest
 
+from callscreen.admin import Admin
+from domain import commands
+from infra.settings import Settings
 from tests.service import RunningService, create_account, rebuild, settled, wait_for_status
 from tests.topics import read_topic
 from tests.traffic import assert_same_answers, past_every_window, post_all, script, snapshot
@@ -29,6 +35,15 @@ async def test_rebuild_gives_byte_identical_answers_and_no_new_alert_or_delivery
     assert len(answers) > 1500
     assert {status for status, _ in answers} <= {200, 402}
     callers = sorted({b["from"] for b in plans[0] if b["type"] == "call.started"})[:20]
+    # An owner's "send a test alert" (an accounts record a worker turns into one alert.test): raised once.
+    async with Admin(settings) as admin:
+        await admin.change(
+            commands.request_test_alert(admin.account(accounts[0].account_id), "prs_" + "t" * 16, "o@x.test")
+        )
+    for _ in range(100):
+        if await alerts_of_type(settings, "alert.test"):
+            break
+        await asyncio.sleep(0.1)
     await settled(settings)
     before = [await snapshot(http, base_url, account, callers) for account in accounts]
     assert before[0]["/v1/alerts?limit=200"]["data"], "the traffic should have raised alerts"
@@ -47,4 +62,10 @@ async def test_rebuild_gives_byte_identical_answers_and_no_new_alert_or_delivery
     after = [await snapshot(http, base_url, account, callers) for account in accounts]
     assert_same_answers(after, before)
     assert len(await read_topic(settings, settings.topic("alerts"))) == alerts_before
+    assert len(await alerts_of_type(settings, "alert.test")) == 1
     assert len(await read_topic(settings, settings.topic("deliveries"))) == deliveries_before
+
+
+async def alerts_of_type(settings: Settings, kind: str) -> list[dict[str, Any]]:
+    records = [orjson.loads(r.value) for r in await read_topic(settings, settings.topic("alerts"))]
+    return [r for r in records if r["type"] == kind]

@@ -314,4 +314,5 @@ async def test_every_record_the_dashboard_appends_matches_the_accounts_schema(da
         errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(value)]
         assert errors == [], value
     dashboard_kinds = {"person.invited", "person.password_set", "session.started", "session.ended", "sessions.ended"}
-    assert dashboard_kinds | {"key.created", "key.revoked", "token.rotated", "trusted.added", "channel.set"} <= kinds
+    changes = {"key.created", "key.revoked", "token.rotated", "trusted.added", "channel.set", "alert.test_requested"}
+    assert dashboard_kinds | changes <= kinds

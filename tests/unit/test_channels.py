@@ -8,6 +8,7 @@ from email.message import EmailMessage
 from email.policy import default
 from typing import Any
 
+import msgspec
 import pytest
 
 from alerting.messages import TEXT_MAX, about, spoken, text, voice_twiml
@@ -15,6 +16,7 @@ from alerting.messages import email as email_message
 from domain import commands
 from domain.accounts import Account, evolve, stamp
 from domain.alert_budget import HOUR_MS, AlertBudget
+from domain.alerts import AlertTestRequest, requested_test
 from domain.channels import Channel, Send, Skip, fan_out, on_plan, reaches
 
 ALERT: dict[str, Any] = {
@@ -170,3 +172,18 @@ def test_the_hourly_caps_count_by_the_alerts_own_time() -> None:
     assert texts.admit("acct", "late|+1", start + HOUR_MS)
     assert not texts.admit("acct", "late2|+1", start + HOUR_MS)
     assert texts.admit("other", "a0|+1", start)
+
+
+def test_a_test_request_raises_one_critical_alert_test_with_an_id_from_the_request() -> None:
+    owner = account("watch")
+    record = stamp(commands.request_test_alert(owner, "prs_AAAAAAAAAAAAAAAA", "o@example.test").record, 1_000)
+    request = msgspec.convert(record, AlertTestRequest)
+    alert = requested_test(request)
+    assert (alert.type, alert.severity, alert.account_id) == ("alert.test", "critical", owner.id)
+    assert (alert.created_at, alert.subject) == ("1970-01-01T00:00:01.000Z", "prs_AAAAAAAAAAAAAAAA")
+    assert alert.data == {"requested_by": "o@example.test"}
+    assert requested_test(request) == alert
+    second = stamp(commands.request_test_alert(owner, "prs_AAAAAAAAAAAAAAAA", "o@example.test").record, 1_000)
+    again = msgspec.convert(second, AlertTestRequest)
+    assert requested_test(again).id != alert.id
+    assert evolve(owner, record) == owner  # the accounts view ignores the request
