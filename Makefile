@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint lock fuzz docs email-example dashboard-shots bench bench-profile bench-gate bench-memory faults soak clean
+.PHONY: run test lint lock fuzz docs email-example dashboard-shots bench bench-profile bench-gate bench-soak bench-overload bench-memory faults soak clean
 
 # The install step: the virtual environment, every dependency at the hash-checked version of the dev
 # lock (pip, setuptools and wheel too, so the editable build downloads nothing unpinned), the package
@@ -90,6 +90,16 @@ bench-profile: $(STAMP)
 # Only the carrier gate's section of docs/benchmarks.md (about a minute).
 bench-gate: $(STAMP)
 	$(BIN)/python -m bench.gate
+
+# Ten minutes at half the sustainable turn rate: p99, lag and RSS per minute (docs/benchmarks-soak.md,
+# docs/soak.png).
+bench-soak: $(STAMP)
+	$(BIN)/python -m bench.soak --phase soak
+
+# Twice the sustainable turn rate for a minute, then half: how soon p99 recovers, and that nothing
+# acknowledged was lost (about three minutes; docs/benchmarks-soak.md, docs/overload.png).
+bench-overload: $(STAMP)
+	$(BIN)/python -m bench.soak --phase overload
 
 bench-memory: $(STAMP)
 	$(BIN)/python -m bench.memory

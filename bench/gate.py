@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import tempfile
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
+from bench.loadgen import in_process
 from bench.run import ROOT, machine
 from bench.service import Service, create_accounts, start_service
 from bench.traffic import BenchAccount
@@ -42,15 +42,6 @@ async def gate_urls(service: Service, accounts: list[BenchAccount]) -> list[dict
     return gates
 
 
-async def loadgen(spec: dict[str, Any]) -> dict[str, Any]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bench.loadgen", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=ROOT
-    )
-    out, _ = await asyncio.wait_for(process.communicate(json.dumps(spec).encode()), spec["duration_s"] + 90)
-    result: dict[str, Any] = json.loads(out)
-    return result
-
-
 async def measure(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
     started = time.monotonic()
     service = await asyncio.to_thread(start_service, data_dir)
@@ -68,19 +59,19 @@ async def measure(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         }
         # Unmeasured first rounds: a number's first call registers it, and both paths warm up.
         warm = {**common, "duration_s": args.warmup}
-        await loadgen({**warm, "mode": "starts", "prefix": "ws", "seed": 5})
-        await loadgen({**warm, "mode": "gate", "prefix": "wg", "seed": 6, "gates": gates})
+        await in_process({**warm, "mode": "starts", "prefix": "ws", "seed": 5})
+        await in_process({**warm, "mode": "gate", "prefix": "wg", "seed": 6, "gates": gates})
         rounds = []
         for n in range(args.rounds):
             # A p99 of a few hundred answers moves by tens of ms from run to run on a shared 2-core machine:
             # alternating rounds show the spread, and the verdict takes the median.
             await asyncio.sleep(PAUSE_S)
             offset = (n + 1) * len(gates)
-            starts = await loadgen(
+            starts = await in_process(
                 {**common, "mode": "starts", "prefix": f"s{n}", "seed": 10 + n, "call_offset": offset}
             )
             await asyncio.sleep(PAUSE_S)
-            gate = await loadgen({**common, "mode": "gate", "prefix": f"g{n}", "seed": 20 + n, "gates": gates})
+            gate = await in_process({**common, "mode": "gate", "prefix": f"g{n}", "seed": 20 + n, "gates": gates})
             rounds.append({"starts": starts, "gate": gate})
     finally:
         await asyncio.to_thread(service.stop)
@@ -124,12 +115,13 @@ def section(r: dict[str, Any], command: str) -> str:
             f"{pair(by_type.get('gate.challenge', {}))} | {shown} | {errors} |"
         )
     median = statistics.median(extras) if extras else None
+    begin, end = report.markers("gate")
     verdict = (
         "not measured" if median is None else f"{median:+.1f} ms, {'met' if median <= TARGET_OVERHEAD_MS else 'missed'}"
     )
     return "\n".join(
         [
-            report.GATE_BEGIN,
+            begin,
             f"## The carrier gate at {r['rate']:g} calls/s",
             "",
             f"Written by `bench/gate.py` (`{command}`, {r['elapsed_s']} s) on {r['date']}, commit"
@@ -144,7 +136,7 @@ def section(r: dict[str, Any], command: str) -> str:
             f"The gate's overhead on the score's p99, median of the rounds: **{verdict}** (target"
             f" ≤ {TARGET_OVERHEAD_MS:g} ms).",
             "",
-            report.GATE_END,
+            end,
         ]
     )
 
@@ -162,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
         results = asyncio.run(measure(args, Path(tmp) / "service"))
     command = "python -m bench.gate " + " ".join(argv if argv is not None else sys.argv[1:])
     document = args.out.read_text() if args.out.exists() else ""
-    args.out.write_text(report.with_gate_section(document, section(results, command.strip())))
+    args.out.write_text(report.with_section(document, "gate", section(results, command.strip())))
     print(f"wrote the gate section of {args.out}", file=sys.stderr)
 
 

@@ -19,6 +19,11 @@ Modes:
           signature failed) and one it challenges (`gate.challenge`: a failed signature); an answer
           without the expected TwiML verb counts as an error.
 
+`rates` (a list of [rate, seconds]) replaces the one `rate` with a profile of steps, as the overload run
+needs; `window_s` adds the statistics of each window of that many seconds (by intended send time);
+`ledger` adds, per call, which of its events were acknowledged, so the caller can check that the service
+lost none of them.
+
 The spec is JSON on stdin; the result is one JSON object on stdout.
 """
 
@@ -27,11 +32,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
 import random
 import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -67,6 +74,12 @@ class Spec:
     concurrent_calls: int = 0
     call_offset: int = 0  # calls earlier runs made: accounts and numbers continue where they stopped
     gates: list[dict[str, str]] = field(default_factory=list)  # gate mode: each number's gate URL
+    rates: list[tuple[float, float]] = field(default_factory=list)  # steps of [rate, seconds]; else `rate`
+    window_s: float = 0.0
+    ledger: bool = False
+
+    def steps(self) -> list[tuple[float, float]]:
+        return [(float(r), float(s)) for r, s in self.rates] or [(self.rate, self.duration_s)]
 
     @staticmethod
     def from_json(raw: dict[str, Any]) -> Spec:
@@ -82,11 +95,19 @@ class Plan:
 
 
 def poisson_arrivals(rng: random.Random, rate: float, duration_s: float) -> list[float]:
+    return stepped_arrivals(rng, [(rate, duration_s)])
+
+
+def stepped_arrivals(rng: random.Random, steps: list[tuple[float, float]]) -> list[float]:
+    """Poisson arrivals at each step's rate, the steps one after the other."""
     times: list[float] = []
-    t = rng.expovariate(rate)
-    while t < duration_s:
-        times.append(t)
-        t += rng.expovariate(rate)
+    begin = 0.0
+    for rate, seconds in steps:
+        t = begin + rng.expovariate(rate)
+        while t < begin + seconds:
+            times.append(t)
+            t += rng.expovariate(rate)
+        begin += seconds
     return times
 
 
@@ -110,9 +131,9 @@ def plan_starts(spec: Spec, rng: random.Random, wall0_ms: int) -> Plan:
 def plan_calls(spec: Spec, rng: random.Random, wall0_ms: int) -> Plan:
     """Arrivals are dealt round-robin to a pool of concurrent calls; a finished call is replaced."""
     plan = Plan()
-    arrivals = poisson_arrivals(rng, spec.rate, spec.duration_s)
+    arrivals = stepped_arrivals(rng, spec.steps())
     # Enough concurrent calls that one call's consecutive events are ~0.25 s apart.
-    slots = spec.concurrent_calls or max(20, int(spec.rate * 0.25))
+    slots = spec.concurrent_calls or max(20, int(max(rate for rate, _ in spec.steps()) * 0.25))
     active: list[tuple[int, list[dict[str, Any]], list[tuple[float, dict[str, Any], bool]]] | None] = [None] * slots
     serial = 0
     for i, t in enumerate(arrivals):
@@ -150,6 +171,8 @@ async def drive(spec: Spec) -> dict[str, Any]:
     url = f"{spec.base_url}/v1/events"
     error_bodies: Counter[str] = Counter()
     skipped = 0
+    # Per call: its account's key, then the events of each type the service acknowledged.
+    acknowledged: dict[str, dict[str, Any]] = {}
 
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
         # Open the pool before the clock starts so the first second does not pay for connects.
@@ -160,6 +183,9 @@ async def drive(spec: Spec) -> dict[str, Any]:
             nonlocal skipped
             headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
             broken = False
+            acks: Counter[str] = Counter()
+            if spec.ledger and events:
+                acknowledged[str(events[0][1]["call_id"])] = {"key": key, "acks": acks}
             for offset, body, measured in events:
                 if broken and body["type"] != "call.ended":
                     if measured:
@@ -179,6 +205,8 @@ async def drive(spec: Spec) -> dict[str, Any]:
                         payload = await response.read()
                         if status >= 300:
                             error_bodies[f"{status} {payload[:80].decode(errors='replace')}"] += 1
+                        else:
+                            acks[body["type"]] += 1
                 except (TimeoutError, aiohttp.ClientError) as exc:
                     error_bodies[type(exc).__name__] += 1
                 done = loop.time()
@@ -203,7 +231,9 @@ async def drive(spec: Spec) -> dict[str, Any]:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
     offered = sum(1 for _, events in plan.calls for _, _, measured in events if measured)
-    extra = {"skipped": skipped, "calls": len(plan.calls)}
+    extra: dict[str, Any] = {"skipped": skipped, "calls": len(plan.calls)}
+    if spec.ledger:
+        extra["ledger"] = {call: {"key": a["key"], "acks": dict(a["acks"])} for call, a in acknowledged.items()}
     return summarise(spec, samples, unmeasured, offered, error_bodies) | extra
 
 
@@ -318,6 +348,15 @@ def stats(samples: list[Sample]) -> dict[str, Any]:
     }
 
 
+def windows(samples: list[Sample], window_s: float, duration_s: float) -> list[dict[str, Any]]:
+    """The statistics of each `window_s` of intended send times, the warm-up included."""
+    count = math.ceil(duration_s / window_s)
+    buckets: list[list[Sample]] = [[] for _ in range(count)]
+    for sample in samples:
+        buckets[min(count - 1, int(sample.intended // window_s))].append(sample)
+    return [{"start_s": round(i * window_s, 1)} | stats(bucket) for i, bucket in enumerate(buckets)]
+
+
 def summarise(
     spec: Spec, samples: list[Sample], unmeasured: list[Sample], offered: int, errors: Counter[str]
 ) -> dict[str, Any]:
@@ -337,6 +376,8 @@ def summarise(
         "unmeasured": stats(unmeasured),
         "error_samples": dict(errors.most_common(5)),
     }
+    if spec.window_s > 0:
+        result["windows"] = windows(samples, spec.window_s, spec.duration_s)
     # Requests never answered count against the tail: p99 is computed over everything offered.
     missing = offered - len(samples)
     if missing:
@@ -345,6 +386,29 @@ def summarise(
             result["all"]["p999_ms"] = None
         if missing > len(window) * 0.01:
             result["all"]["p99_ms"] = None
+    return result
+
+
+async def in_process(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one load in a process of its own (so the generator does not share the caller's loop), in its
+    own process group, killed if it outlives its arrivals by 90 s or the caller is cancelled."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.loadgen",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        cwd=Path(__file__).resolve().parent.parent,
+        start_new_session=True,
+    )
+    try:
+        out, _ = await asyncio.wait_for(process.communicate(orjson.dumps(spec)), float(spec["duration_s"]) + 90)
+    finally:
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, 9)
+            await process.wait()
+    result: dict[str, Any] = orjson.loads(out)
     return result
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 # The carrier gate's section of docs/benchmarks.md is written by bench/gate.py and carried over by bench.run.
-GATE_BEGIN, GATE_END = "<!-- gate:begin -->", "<!-- gate:end -->"
 TARGETS_NOTE = "Targets are the issue's; a miss is reported as measured, the service was not tuned for this run."
 
 
@@ -382,16 +381,23 @@ def profile_section(profiles: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def with_gate_section(document: str, section: str) -> str:
-    """The document with its gate section replaced, or with it added at the end."""
-    if GATE_BEGIN in document and GATE_END in document:
-        head, rest = document.split(GATE_BEGIN, 1)
-        return head + section + rest.split(GATE_END, 1)[1]
+def markers(name: str) -> tuple[str, str]:
+    """The comments around a section that another command writes into a document."""
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+
+
+def with_section(document: str, name: str, section: str) -> str:
+    """The document with its section `name` replaced, or with it added at the end."""
+    begin, end = markers(name)
+    if begin in document and end in document:
+        head, rest = document.split(begin, 1)
+        return head + section + rest.split(end, 1)[1]
     return document.rstrip("\n") + "\n\n" + section + "\n"
 
 
-def gate_section_of(document: str) -> str | None:
-    """The gate section of an earlier report, for bench.run to carry into the one it writes."""
-    if GATE_BEGIN in document and GATE_END in document:
-        return GATE_BEGIN + document.split(GATE_BEGIN, 1)[1].split(GATE_END, 1)[0] + GATE_END
+def section_of(document: str, name: str) -> str | None:
+    """The section `name` of an earlier report, markers included, for a command to carry over."""
+    begin, end = markers(name)
+    if begin in document and end in document:
+        return begin + document.split(begin, 1)[1].split(end, 1)[0] + end
     return None

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import profile, report
+from bench.loadgen import in_process
 from bench.prefill import prefill
 from bench.service import (
     BROKERS,
@@ -72,7 +73,6 @@ class Bench:
     progress: Progress
     results: dict[str, Any]
     calls_driven: int = 0
-    children: list[asyncio.subprocess.Process] = field(default_factory=list)
     # Every service this run started, for the log summary.
     log_paths: list[Path] = field(default_factory=list)
 
@@ -113,16 +113,6 @@ class Bench:
             "call_offset": self.calls_driven,
             "close_rate": float(self.args.close_rate),
         }
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "bench.loadgen",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            cwd=ROOT,
-            start_new_session=True,
-        )
-        self.children.append(process)
         max_lag = 0
         lag_task: asyncio.Task[None] | None = None
 
@@ -135,17 +125,12 @@ class Bench:
         if track_lag:
             lag_task = asyncio.create_task(sample_lag())
         try:
-            out, _ = await asyncio.wait_for(process.communicate(json.dumps(spec).encode()), duration_s + 90)
+            result = await in_process(spec)
         finally:
             if lag_task is not None:
                 lag_task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await lag_task
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, 9)
-                await process.wait()
-        result: dict[str, Any] = json.loads(out)
         self.calls_driven += int(result.get("calls", 0))
         result["max_lag"] = max_lag if track_lag else None
         s = result["all"]
@@ -553,10 +538,6 @@ async def main_async(args: argparse.Namespace, budget: Budget, data_dir: Path) -
             await bench.progress.stop()
     finally:
         if bench is not None:
-            for child in bench.children:
-                if child.returncode is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(child.pid, 9)
             service = bench.service
         await asyncio.to_thread(service.stop)
         results["service_log"] = log_summary(bench.log_paths if bench is not None else [service.log_path])
@@ -573,8 +554,8 @@ def main(argv: list[str] | None = None) -> None:
         command = "python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:])
         args.out.parent.mkdir(parents=True, exist_ok=True)
         rendered = report.render(results, command.strip())
-        kept = report.gate_section_of(args.out.read_text()) if args.out.exists() else None
-        args.out.write_text(rendered if kept is None else report.with_gate_section(rendered, kept))
+        kept = report.section_of(args.out.read_text(), "gate") if args.out.exists() else None
+        args.out.write_text(rendered if kept is None else report.with_section(rendered, "gate", kept))
     print(f"wrote {args.out} in {results['elapsed_s']}s", file=sys.stderr)
 
 
