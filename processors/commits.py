@@ -25,6 +25,8 @@ from processors.tables import Tables
 
 log = logging.getLogger(__name__)
 Held = tuple[Any, Any, list["asyncio.Future[Any]"]]
+# A stream waiting this long with its partition's position past its next record has lost those records.
+LOST_AFTER_S = 2.0
 
 
 class Commits:
@@ -44,19 +46,23 @@ class Commits:
         # The next offset each partition must deliver, and where a gap was found and fetched again.
         self._next: dict[tuple[str, int], int] = {}
         self._refetching: dict[tuple[str, int], int] = {}
+        # Per topic, since when its agent has been waiting for the next record (absent while it folds one).
+        self._idle_since: dict[str, float] = {}
 
     async def folds(self, stream: Any, name: str) -> AsyncIterator[tuple[Any, list[asyncio.Future[Any]]]]:
         """The stream's events, each with a list for the acks of what folding it appended."""
         manual = stream.noack()
         histogram = self.metrics.fold_seconds.labels(name)
         async for event in manual.events():
-            if await self._skipped_before(event):
-                continue
-            started = time.perf_counter()
-            pending: list[asyncio.Future[Any]] = []
-            yield event, pending
-            histogram.observe(time.perf_counter() - started)
-            self._unflushed.append((manual, event, pending))
+            topic = event.message.topic
+            self._idle_since.pop(topic, None)
+            if not await self._skipped_before(event):
+                started = time.perf_counter()
+                pending: list[asyncio.Future[Any]] = []
+                yield event, pending
+                histogram.observe(time.perf_counter() - started)
+                self._unflushed.append((manual, event, pending))
+            self._idle_since[topic] = time.monotonic()
 
     async def _skipped_before(self, event: Any) -> bool:
         """True for an event that came after a gap: the records the stream skipped are fetched again.
@@ -97,9 +103,37 @@ class Commits:
 
     async def recheck(self) -> None:
         """Between records: a refetch that in-flight records overtook is sought again (a stream with no
-        record left to hand over would otherwise wait for the missing ones forever)."""
+        record left to hand over would otherwise wait for the missing ones forever), and so are records
+        the consumer fetched that never reached an idle stream."""
         for key in list(self._refetching):
             await self._seek_if_overtaken(key)
+        await self._refetch_lost_tails()
+
+    async def _refetch_lost_tails(self) -> None:
+        """Seek back where the consumer's position has passed records its stream never handed over.
+
+        Faust can drop a fetched batch when a rebalance cuts its hand-over short (a new generation), after
+        the consumer's position moved past it. A later record shows the gap (`_skipped_before`); when
+        none comes, such as after the last events of a burst, the partition would wait forever. A stream
+        idle for `LOST_AFTER_S` has nothing in its buffer, so records below the position are lost.
+        """
+        if self.app.rebalancing or self.app.consumer is None:
+            return
+        now = time.monotonic()
+        assigned = self.app.consumer.assignment()
+        for key, expected in list(self._next.items()):
+            since = self._idle_since.get(key[0])
+            tp = TP(*key)
+            if since is None or now - since < LOST_AFTER_S or key in self._refetching or tp not in assigned:
+                continue
+            position = await self.app.consumer.position(tp)
+            if position is not None and position > expected:
+                log.warning(
+                    "records were fetched but never handed over; fetching them again",
+                    extra={"topic": key[0], "partition": key[1], "from": expected, "position": position},
+                )
+                self._refetching[key] = expected
+                await self.app.consumer.seek(tp, expected)
 
     def revoked(self, partitions: set[Any]) -> None:
         """Another worker may fold these partitions before they come back: forget where they were."""
