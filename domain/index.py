@@ -50,7 +50,8 @@ def entry_id(entry: Entry) -> str:
 def additions(read: Lookup, space: str, account: str, partition: int, entry: Entry) -> dict[str, Any]:
     """The index keys to write for `entry`: none when it is already in."""
     member = keys.index_member(space, account, partition, entry_id(entry))
-    if read(member) is not None:
+    marked = read(member)
+    if marked is not None and listed(read, space, account, partition, int(marked), entry_id(entry)):
         return {}
     hour = entry.at - entry.at % BUCKET_MS
     count_key = keys.index_count(space, account, partition, hour)
@@ -71,6 +72,16 @@ def additions(read: Lookup, space: str, account: str, partition: int, entry: Ent
         if day not in days:
             writes[days_key] = sorted([*days, day])[-HORIZON_DAYS:]
     return writes
+
+
+def listed(read: Lookup, space: str, account: str, partition: int, hour: int, item_id: str) -> bool:
+    """Whether an hour's pages hold the entry. A marker without its entry is left by a fold that ran
+    again after a kill: its table was recovered from a changelog older than the marker written after it."""
+    count = read(keys.index_count(space, account, partition, hour)) or 0
+    pages = (
+        read(keys.index_page(space, account, partition, hour, page)) or [] for page in range((count + PAGE - 1) // PAGE)
+    )
+    return any(raw[1] == item_id for entries in pages for raw in entries)
 
 
 def newest_first(read: Lookup, space: str, account: str, partition: int) -> Iterator[tuple[int, list[Any]]]:

@@ -51,9 +51,9 @@ def register(w: Parts) -> None:
 def store_alert(w: Parts, record: Any) -> None:
     alert = msgspec.json.decode(record.value, type=Alert)
     key = keys.alert(alert.account_id, alert.id)
-    if w.tables.get("alert_store", key, Alert) is not None:
-        return
-    w.tables.put("alert_store", key, alert)
+    if w.tables.get("alert_store", key, Alert) is None:
+        w.tables.put("alert_store", key, alert)
+    # Even for a stored alert: after a kill the index may have been recovered without its entry.
     entry = AlertEntry(parse_ms(alert.created_at) or 0, alert.id, alert.type)
     w.tables.add_to_index("alert_store", "alerts", alert.account_id, record.message.partition, entry)
 

@@ -75,7 +75,7 @@ async def fold_event(w: Parts, events: Any, record: Any, pending: list[Any], due
     key = record.key.decode()
     state: Stored | None = w.tables.get("calls", key, Stored)
     outcome = calls.fold(state, event, features.context(w.view, state, event, w.rules), w.rules)
-    write_state(w, key, state, outcome, record.message.partition, due_calls)
+    write_state(w, key, state, outcome, record.message.partition, due_calls, isinstance(event, CallStarted))
     w.faults.at("after_write")
     if outcome.forward is not None:
         if not replay:
@@ -99,7 +99,7 @@ async def fold_event(w: Parts, events: Any, record: Any, pending: list[Any], due
 
 
 def write_state(
-    w: Parts, key: str, before: Stored | None, outcome: Outcome, partition: int, due_calls: DueIndex
+    w: Parts, key: str, before: Stored | None, outcome: Outcome, partition: int, due_calls: DueIndex, start: bool
 ) -> None:
     after = outcome.state
     if after is None:
@@ -107,7 +107,8 @@ def write_state(
     w.tables.put("calls", key, after)
     if not isinstance(after, CallState):
         return
-    if before is None:
+    # A start folded again after a kill checks its entry too: the index may have been recovered without it.
+    if before is None or start:
         entry = CallEntry(
             after.started_at, after.call_id, after.number, after.caller, after.answer.action, after.source
         )

@@ -48,6 +48,18 @@ def test_an_entry_already_indexed_writes_nothing() -> None:
     assert apply(store, CallEntry(5 * HOUR + 10, "c1", "+1", "+2", "allow")) == {}
 
 
+def test_a_marker_whose_page_was_recovered_without_its_entry_gets_the_entry_again() -> None:
+    """A fold killed before its changelog flush, then folded again on a table whose page came back older."""
+    store: dict[str, Any] = {}
+    apply(store, CallEntry(5 * HOUR + 10, "c1", "+1", "+2", "allow"))
+    older = {key: value for key, value in store.items() if key != "idxm|calls|acct|3|c2"}
+    apply(store, CallEntry(5 * HOUR + 20, "c2", "+1", "+3", "review"))
+    recovered = {**older, "idxm|calls|acct|3|c2": store["idxm|calls|acct|3|c2"]}
+    apply(recovered, CallEntry(5 * HOUR + 20, "c2", "+1", "+3", "review"))
+    assert listed(recovered) == [(5 * HOUR, ["c1", "c2"])]
+    assert apply(recovered, CallEntry(5 * HOUR + 20, "c2", "+1", "+3", "review")) == {}
+
+
 def test_hours_come_newest_first_whatever_order_they_arrived_in() -> None:
     store: dict[str, Any] = {}
     for at, call_id in [(DAY_MS + 7 * HOUR, "late"), (2 * HOUR, "early"), (DAY_MS + 7 * HOUR + 1, "late2")]:
