@@ -57,7 +57,9 @@ def soak_verdicts(soak: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]
     met = "met" if worst <= bound else "missed"
     lines.append(
         f"- Largest lag sampled: **{worst} records, {met}** (bounded: never over {LAG_SECONDS:g} s of arrivals,"
-        f" {bound:g} records; the fold position comes from once-a-second heartbeats)."
+        f" {bound:g} records). The fold position comes from the worker's once-a-second heartbeats, so a sample"
+        " taken just before a heartbeat sees up to a second of arrivals that are in fact folded; the sawtooth in"
+        " the picture is the 2 s sampling beating against that heartbeat."
     )
     if len(rows) > WARMUP_MINUTES:
         for role in ("worker", "edge (callscreen run)"):
