@@ -29,6 +29,7 @@ from domain.facts import (
 )
 from domain.gate import GATE_ENDED, GATE_FAIL, GATE_PASS, GATE_REJECTED, GATE_TIMEOUT, SOURCE
 from domain.ids import derived_event_id
+from domain.index import CallEntry
 from domain.rules import DAY_MS, MIN_MS, SECOND_MS, Rules, ScoringRules
 from domain.scoring import Ending, History, Signals, prior_of, score_start, settle_spam_score, thresholds
 from domain.times import day_start_ms, format_ms
@@ -146,6 +147,18 @@ def fold(state: Stored | None, event: AnyEvent, context: StartContext, rules: Ru
     if isinstance(event, Tick | Turn):
         return turn(state, event, rules)
     return Outcome(400, {"error": "invalid_type"})
+
+
+def listing_entry(before: Stored | None, event: AnyEvent, outcome: Outcome) -> CallEntry | None:
+    """The entry the calls listing must hold after this fold: a new call's, and on every start again,
+    since a start folded again after a kill finds its call's row while the index may have come back
+    from its changelog without the entry (`domain.index.additions` writes nothing when it is in)."""
+    if before is not None and not isinstance(event, CallStarted):
+        return None
+    call = outcome.state if outcome.state is not None else before
+    if not isinstance(call, CallState):
+        return None
+    return CallEntry(call.started_at, call.call_id, call.number, call.caller, call.answer.action, call.source)
 
 
 def start(state: CallState | None, event: CallStarted, context: StartContext, rules: Rules) -> Outcome:

@@ -48,40 +48,60 @@ def entry_id(entry: Entry) -> str:
 
 
 def additions(read: Lookup, space: str, account: str, partition: int, entry: Entry) -> dict[str, Any]:
-    """The index keys to write for `entry`: none when it is already in."""
-    member = keys.index_member(space, account, partition, entry_id(entry))
-    marked = read(member)
-    if marked is not None and listed(read, space, account, partition, int(marked), entry_id(entry)):
-        return {}
+    """The index keys to write for `entry`: none when it is already in.
+
+    After a kill, each key comes back from the changelog or from the worker's own store, whichever is
+    newer, so an hour's keys can disagree: a marker without its entry, a count behind its pages. The pages
+    are the truth: an entry is looked for in them, and the count is raised to cover every page that exists.
+    """
+    item = entry_id(entry)
     hour = entry.at - entry.at % BUCKET_MS
+    member = keys.index_member(space, account, partition, item)
+    marked = read(member) is not None
     count_key = keys.index_count(space, account, partition, hour)
     count: int = read(count_key) or 0
-    page_key = keys.index_page(space, account, partition, hour, count // PAGE)
-    writes: dict[str, Any] = {
-        page_key: [*(read(page_key) or []), msgspec.to_builtins(entry)],
-        count_key: count + 1,
-        member: hour,
-    }
+    # Unmarked, the entry can only be on the newest page (a flush that lost its marker record), which is
+    # the one holding the count's last entry or one after it.
+    first = 0 if marked else max(0, (count - 1) // PAGE)
+    pages = dict(_pages(read, space, account, partition, hour, count, first))
+    last = max(pages, default=first)
+    writes: dict[str, Any] = {}
+    if any(raw[1] == item for entries in pages.values() for raw in entries):
+        covered = last * PAGE + len(pages.get(last, []))
+    else:
+        page = pages.get(last, [])
+        last, page = (last, page) if len(page) < PAGE else (last + 1, [])
+        page = [*page, msgspec.to_builtins(entry)]
+        writes[keys.index_page(space, account, partition, hour, last)] = page
+        covered = last * PAGE + len(page)
+    if covered > count:
+        writes[count_key] = covered
+    if not marked:
+        writes[member] = hour
     day = hour - hour % DAY_MS
     hours_key = keys.index_hours(space, account, partition, day)
     hours: list[int] = read(hours_key) or []
     if hour not in hours:
         writes[hours_key] = sorted([*hours, hour])
-        days_key = keys.index_days(space, account, partition)
-        days: list[int] = read(days_key) or []
-        if day not in days:
-            writes[days_key] = sorted([*days, day])[-HORIZON_DAYS:]
+    days_key = keys.index_days(space, account, partition)
+    days: list[int] = read(days_key) or []
+    kept = sorted({*days, day})[-HORIZON_DAYS:]
+    if kept != days:
+        writes[days_key] = kept
     return writes
 
 
-def listed(read: Lookup, space: str, account: str, partition: int, hour: int, item_id: str) -> bool:
-    """Whether an hour's pages hold the entry. A marker without its entry is left by a fold that ran
-    again after a kill: its table was recovered from a changelog older than the marker written after it."""
-    count = read(keys.index_count(space, account, partition, hour)) or 0
-    pages = (
-        read(keys.index_page(space, account, partition, hour, page)) or [] for page in range((count + PAGE - 1) // PAGE)
-    )
-    return any(raw[1] == item_id for entries in pages for raw in entries)
+def _pages(
+    read: Lookup, space: str, account: str, partition: int, hour: int, count: int, first: int = 0
+) -> Iterator[tuple[int, list[Any]]]:
+    """An hour's pages from `first`: every page its count covers, then any written after the count was."""
+    number = first
+    while True:
+        page = read(keys.index_page(space, account, partition, hour, number))
+        if page is None and number * PAGE >= count:
+            return
+        yield number, page or []
+        number += 1
 
 
 def newest_first(read: Lookup, space: str, account: str, partition: int) -> Iterator[tuple[int, list[Any]]]:
@@ -89,10 +109,8 @@ def newest_first(read: Lookup, space: str, account: str, partition: int) -> Iter
     for day in reversed(read(keys.index_days(space, account, partition)) or []):
         for hour in reversed(read(keys.index_hours(space, account, partition, day)) or []):
             count = read(keys.index_count(space, account, partition, hour)) or 0
-            entries: list[Any] = []
-            for page in range((count + PAGE - 1) // PAGE):
-                entries += read(keys.index_page(space, account, partition, hour, page)) or []
-            yield hour, entries
+            pages = _pages(read, space, account, partition, hour, count)
+            yield hour, [raw for _, entries in pages for raw in entries]
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,7 @@ async def fold_event(w: Parts, events: Any, record: Any, pending: list[Any], due
     key = record.key.decode()
     state: Stored | None = w.tables.get("calls", key, Stored)
     outcome = calls.fold(state, event, features.context(w.view, state, event, w.rules), w.rules)
-    write_state(w, key, state, outcome, record.message.partition, due_calls, isinstance(event, CallStarted))
+    write_state(w, key, outcome, calls.listing_entry(state, event, outcome), record.message.partition, due_calls)
     w.faults.at("after_write")
     if outcome.forward is not None:
         if not replay:
@@ -99,20 +99,15 @@ async def fold_event(w: Parts, events: Any, record: Any, pending: list[Any], due
 
 
 def write_state(
-    w: Parts, key: str, before: Stored | None, outcome: Outcome, partition: int, due_calls: DueIndex, start: bool
+    w: Parts, key: str, outcome: Outcome, listed: CallEntry | None, partition: int, due_calls: DueIndex
 ) -> None:
     after = outcome.state
-    if after is None:
-        return
-    w.tables.put("calls", key, after)
+    if after is not None:
+        w.tables.put("calls", key, after)
+    if listed is not None:
+        w.tables.add_to_index("call_index", "calls", keys.split_call(key)[0], partition, listed)
     if not isinstance(after, CallState):
         return
-    # A start folded again after a kill checks its entry too: the index may have been recovered without it.
-    if before is None or start:
-        entry = CallEntry(
-            after.started_at, after.call_id, after.number, after.caller, after.answer.action, after.source
-        )
-        w.tables.add_to_index("call_index", "calls", after.account_id, partition, entry)
     due = calls.sweep_due(after, w.rules)
     due_calls.set(key, due)
     if w.tables.get("sweeps", key, int) != due:

@@ -77,18 +77,18 @@ class Harness:
             outcome = calls.fold(state, event, features.context(self.view, state, event, self.rules), self.rules)
             if outcome.state is not None:
                 self.calls[key] = outcome.state
-                if state is None and isinstance(outcome.state, CallState):
-                    self.index_call(key, outcome.state)
+            listed = calls.listing_entry(state, event, outcome)
+            if listed is not None:
+                self.index_call(key, listed)
             if outcome.forward is None:
                 break
             key = keys.call(event.account_id, outcome.forward)
         self.record(outcome.facts, outcome.alerts)
         return outcome.status, msgspec.to_builtins(outcome.body)
 
-    def index_call(self, key: str, call: CallState) -> None:
-        entry = CallEntry(call.started_at, call.call_id, call.number, call.caller, call.answer.action, call.source)
+    def index_call(self, key: str, entry: CallEntry) -> None:
         partition = partition_for(key, self.partitions)
-        self.tables.update(index.additions(self.tables.get, "calls", call.account_id, partition, entry))
+        self.tables.update(index.additions(self.tables.get, "calls", keys.split_call(key)[0], partition, entry))
 
     def store_alerts(self, alerts: list[Alert]) -> None:
         for alert in alerts:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from domain import index
 from domain.index import CallEntry
 from domain.rules import DAY_MS
@@ -58,6 +60,44 @@ def test_a_marker_whose_page_was_recovered_without_its_entry_gets_the_entry_agai
     apply(recovered, CallEntry(5 * HOUR + 20, "c2", "+1", "+3", "review"))
     assert listed(recovered) == [(5 * HOUR, ["c1", "c2"])]
     assert apply(recovered, CallEntry(5 * HOUR + 20, "c2", "+1", "+3", "review")) == {}
+
+
+def test_a_count_recovered_behind_its_pages_hides_nothing_and_duplicates_nothing() -> None:
+    """A kill between a changelog flush's records: the count came back older than the page after it."""
+    store: dict[str, Any] = {}
+    ids = [f"c{i}" for i in range(index.PAGE + 1)]
+    for i, call_id in enumerate(ids):
+        apply(store, entry(i, call_id))
+    store["idxn|calls|acct|3|18000000"] = index.PAGE
+    assert listed(store) == [(5 * HOUR, ids)]
+    assert apply(store, entry(index.PAGE, ids[-1])) == {"idxn|calls|acct|3|18000000": index.PAGE + 1}
+    apply(store, entry(index.PAGE + 1, "next"))
+    assert listed(store) == [(5 * HOUR, [*ids, "next"])]
+
+
+@pytest.mark.parametrize("calls", [2, index.PAGE, index.PAGE + 1])
+@pytest.mark.parametrize("count_lost", [False, True])
+def test_an_entry_on_its_page_without_its_marker_is_not_added_twice(calls: int, count_lost: bool) -> None:
+    """The page's record reached the changelog, the marker's (and the count's) did not, and another
+    worker took over."""
+    store: dict[str, Any] = {}
+    ids = [f"c{i}" for i in range(calls)]
+    for i, call_id in enumerate(ids):
+        apply(store, entry(i, call_id))
+    del store[f"idxm|calls|acct|3|{ids[-1]}"]
+    lost = {"idxn|calls|acct|3|18000000": calls} if count_lost else {}
+    if count_lost:
+        store["idxn|calls|acct|3|18000000"] = calls - 1
+    assert apply(store, entry(calls - 1, ids[-1])) == {f"idxm|calls|acct|3|{ids[-1]}": 5 * HOUR, **lost}
+    assert listed(store) == [(5 * HOUR, ids)]
+
+
+def test_a_day_list_recovered_without_its_day_gets_it_back() -> None:
+    store: dict[str, Any] = {}
+    apply(store, entry(0, "c1"))
+    store["idxd|calls|acct|3"] = []
+    assert apply(store, entry(0, "c1")) == {"idxd|calls|acct|3": [0]}
+    assert listed(store) == [(5 * HOUR, ["c1"])]
 
 
 def test_hours_come_newest_first_whatever_order_they_arrived_in() -> None:

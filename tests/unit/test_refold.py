@@ -126,3 +126,18 @@ def test_a_capped_start_resets_at_the_end_of_the_day_it_was_received() -> None:
     context = calls.StartContext(number_known=True, scored_today=RULES.plans.plan("watch").daily_starts)
     answer = calls.fold(None, late, context, RULES).body
     assert answer.capped and answer.cap.resets_at == format_ms(received - 3_600_000 + 86_400_000)
+
+
+def test_a_start_folded_again_asks_for_its_listing_entry_though_its_row_is_unchanged() -> None:
+    """After a kill the row can be the store's own while the index came back from an older changelog."""
+    view = FeatureView(MemoryStore(), RULES.scoring)
+    start = event("ev-1", started())
+    first = fold(None, start, view)
+    again = fold(first.state, start, view)
+    assert again.state is None
+    entry = calls.listing_entry(first.state, start, again)
+    assert entry is not None and entry == calls.listing_entry(None, start, first)
+    assert (entry.call_id, entry.number, entry.caller) == ("c1", "+14155552671", "+16465550123")
+    end = event("ev-2", ended())
+    assert calls.listing_entry(first.state, end, fold(first.state, end, view)) is None
+    assert calls.listing_entry(None, end, fold(None, end, view)) is None
