@@ -62,7 +62,7 @@ email-example: $(STAMP)
 # Two pytest workers, each with its own Kafka and services, one test file per worker at a time: the
 # pipeline tests mostly wait on the broker, so two share the two cores well (about 5 minutes, not 9).
 test: $(STAMP) $(BROWSER_STAMP) lint
-	$(BIN)/pytest -q -m "not faults" -n 2 --dist loadfile
+	$(BIN)/pytest -q -n 2 --dist loadfile
 
 # The fault-injection kill test at full strength: 50 kills spread over the four steps of a fold.
 faults: $(STAMP)
