@@ -29,7 +29,7 @@ def writer(request: web.Request) -> Principal:
     return principal
 
 
-def event_poster(request: web.Request) -> Principal:
+async def event_poster(request: web.Request) -> Principal:
     """A full key in the headers, or the ingest token in the path; both share the account's limit."""
     edge = edge_of(request)
     token = request.match_info.get("token")
@@ -38,7 +38,7 @@ def event_poster(request: web.Request) -> Principal:
     else:
         principal = authenticate_key(request, edge.accounts)
         require_write(principal)
-    edge.limit_events(principal.account.id)
+    await edge.limit_events(principal.account.id)
     return principal
 
 

@@ -18,7 +18,7 @@ from ingest.service import edge_of
 
 async def post_event(request: web.Request) -> web.Response:
     edge = edge_of(request)
-    principal = guards.event_poster(request)
+    principal = await guards.event_poster(request)
     body = await guards.json_object(request)
     account = principal.account
     stamp = Stamp(uuid.uuid4().hex, account.id, account.plan, now_ms(), account.trusted)

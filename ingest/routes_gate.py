@@ -92,7 +92,7 @@ async def gate_request(request: web.Request) -> GateRequest:
     if found is None:
         raise ApiError(401, "invalid_token")
     account, number = found
-    edge.limit_events(account.id)
+    await edge.limit_events(account.id)
     raw = await request.read()
     form = {name: str(value) for name, value in (await request.post()).items()}
     settings = account.gates.get(number, Gate())

@@ -27,9 +27,13 @@ DAY_S = 86_400
 # How often an edge tells the others what it admitted: at 1,200 events a minute, 0.2 s (plus a follow hop)
 # lets an account overshoot by a few events per edge, well inside the 10% docs/api.md allows.
 USAGE_REPORT_S = 0.2
-# Within the last tenth of its limit an account's admissions are reported at once: what another edge
+# Within the last half of its limit an account's admissions are reported at once: what another edge
 # admits before it hears of them is the overshoot, and a fast burst admits a lot in 0.2 s.
-URGENT_BELOW = 0.1
+URGENT_BELOW = 0.5
+# There, with other edges alive, an edge admits at most its share of what remains until it reads its own
+# report back from the status topic (one partition: by then it has read every report appended before
+# it), so a slow hop slows the burst instead of letting it through. Past this wait it admits as before.
+CONFIRM_WAIT_S = 1.0
 
 
 class Edge:
@@ -46,6 +50,10 @@ class Edge:
         self.byte_quota = DailyQuota(settings.rules.limits.event_bytes_per_day)
         self.byte_usage = UsageLedger()
         self._usage_urgent = asyncio.Event()
+        # Events this edge admitted per account that it has not yet read back in its own usage reports.
+        self._unconfirmed: dict[str, int] = {}
+        self._read_back = asyncio.Event()
+        self.other_edges: dict[str, float] = {}
         self.workers: dict[str, tuple[float, frozenset[int], bool]] = {}
         self.last_write_ok = 0.0
         self._tasks: list[asyncio.Task[None]] = []
@@ -64,8 +72,24 @@ class Edge:
             self.workers[str(record["worker"])] = (time.monotonic() - age, parts, bool(record.get("ready")))
         elif record.get("kind") == "worker.stopped":
             self.workers.pop(str(record["worker"]), None)
+        elif record.get("kind") == "edge.heartbeat" and record.get("edge") != self.log.edge_id:
+            now = time.monotonic()
+            self.other_edges = {e: seen for e, seen in self.other_edges.items() if now - seen < HEARTBEAT_STALE_S}
+            self.other_edges[str(record["edge"])] = now
         elif record.get("kind") == "edge.usage" and record.get("edge") != self.log.edge_id:
             self._debit_usage(record)
+        elif record.get("kind") == "edge.usage":
+            self._confirm(record.get("events", {}))
+
+    def _confirm(self, events: dict[str, int]) -> None:
+        for account, spent in events.items():
+            left = self._unconfirmed.get(account, 0) - int(spent)
+            if left > 0:
+                self._unconfirmed[account] = left
+            else:
+                self._unconfirmed.pop(account, None)
+        self._read_back.set()
+        self._read_back = asyncio.Event()
 
     def _debit_usage(self, record: dict[str, Any]) -> None:
         # Replayed history older than a window has refilled already; the rest still counts.
@@ -117,6 +141,8 @@ class Edge:
                 await self.log.append(self.settings.topic("status"), self.log.edge_id, msgspec.json.encode(record))
             except LogUnavailable as exc:
                 logger.warning("usage report lost", extra={"error": str(exc)})
+                # It will never be read back: waiting for it would only hold admissions up.
+                self._confirm(events)
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -148,11 +174,22 @@ class Edge:
                 window_s=int(limiter.window_s),
             )
 
-    def limit_events(self, account_id: str) -> None:
+    async def limit_events(self, account_id: str) -> None:
         """The account's event limit, shared with the other edges through the status topic."""
-        self.limit(self.event_limiter, account_id)
-        self.event_usage.add(account_id)
         limiter = self.event_limiter
+        deadline = time.monotonic() + CONFIRM_WAIT_S
+        while (wait := deadline - time.monotonic()) > 0:
+            remaining = limiter.remaining(account_id, time.monotonic())
+            edges = 1 + sum(1 for seen in self.other_edges.values() if time.monotonic() - seen < HEARTBEAT_STALE_S)
+            unconfirmed = self._unconfirmed.get(account_id, 0)
+            if edges == 1 or remaining >= URGENT_BELOW * limiter.limit or unconfirmed < max(1.0, remaining / edges):
+                break
+            self._usage_urgent.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._read_back.wait(), wait)
+        self.limit(limiter, account_id)
+        self.event_usage.add(account_id)
+        self._unconfirmed[account_id] = self._unconfirmed.get(account_id, 0) + 1
         if limiter.remaining(account_id, time.monotonic()) < URGENT_BELOW * limiter.limit:
             self._usage_urgent.set()
 
