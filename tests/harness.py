@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,9 @@ class Harness:
         self.echoes: dict[str, Echo] = {}
         self.number_due: dict[str, int] = {}
         self.alerts: list[Alert] = []
+        # What the call folds made, before any detector saw it.
+        self.folded_facts: list[Fact] = []
+        self.folded_alerts: list[Alert] = []
         self._ids = itertools.count()
 
     def post(self, account: Account, body: dict[str, Any], received_at: int) -> tuple[int, Any]:
@@ -83,6 +86,8 @@ class Harness:
             if outcome.forward is None:
                 break
             key = keys.call(event.account_id, outcome.forward)
+        self.folded_facts += outcome.facts
+        self.folded_alerts += outcome.alerts
         self.record(outcome.facts, outcome.alerts)
         return outcome.status, msgspec.to_builtins(outcome.body)
 
@@ -128,7 +133,7 @@ class Harness:
             queue += observed.facts
 
     def echoes_of(self, number_key: str) -> Callable[[str], Echo | None]:
-        return lambda fact_id: self.echoes.get(keys.echo(number_key, fact_id))
+        return echo_reader(self.echoes, number_key)
 
     def sweep(self, now: int) -> None:
         """What the workers' sweeps append at `now`: a tick for every call and number that is due."""
@@ -145,6 +150,40 @@ class Harness:
                     id=derived_event_id("tick", number_key, str(due)), account_id=account, number=number, at=due
                 )
                 self.record([tick], [])
+
+
+@dataclass
+class Detected:
+    alerts: list[Alert] = field(default_factory=list)
+    facts: list[Fact] = field(default_factory=list)
+
+
+def detect_in_order(facts: Sequence[tuple[str, Fact]], rules: Rules) -> Detected:
+    """What the detector agent makes of (number key, fact) pairs in the order a decisions partition holds
+    them, duplicates included: across partitions that order is the workers', which no plain fold foresees."""
+    windows: dict[str, NumberWindow] = {}
+    echoes: dict[str, Echo] = {}
+    detected = Detected()
+    for number_key, fact in facts:
+        observed = detectors.observe(
+            windows.get(number_key, NumberWindow()),
+            fact,
+            rules.detectors,
+            rules.scoring,
+            echo_reader(echoes, number_key),
+        )
+        windows[number_key] = observed.window
+        if observed.echo is not None:
+            echoes[keys.echo(number_key, fact.id)] = observed.echo
+        for forgotten in observed.forgotten:
+            del echoes[keys.echo(number_key, forgotten)]
+        detected.alerts += observed.alerts
+        detected.facts += observed.facts
+    return detected
+
+
+def echo_reader(echoes: dict[str, Echo], number_key: str) -> Callable[[str], Echo | None]:
+    return lambda fact_id: echoes.get(keys.echo(number_key, fact_id))
 
 
 @dataclass
