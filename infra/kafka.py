@@ -236,12 +236,42 @@ async def ensure_topics(settings: Settings, timeout_s: float = 30.0) -> None:
             for spec in specs
             if spec.name not in existing
         ]
-        if wanted:
-            with contextlib.suppress(TopicAlreadyExistsError):
-                await admin.create_topics(wanted)
-            await until_led(admin, [t.name for t in wanted], timeout_s)
+        await create_led(admin, wanted, timeout_s)
     finally:
         await admin.close()
+
+
+async def ensure_changelogs(settings: Settings, names: list[str], timeout_s: float = 30.0) -> None:
+    """Create a worker's missing changelog topics (compacted) before its consumer group first joins.
+
+    Faust declares them itself while the group joins, and a topic the group's metadata does not hold
+    yet counts as 0 partitions: the table's first write then fails with PartitionsMismatch.
+    """
+    admin = make_admin(settings)
+    await asyncio.wait_for(admin.start(), timeout_s)
+    try:
+        existing = set(await admin.list_topics())
+        wanted = [
+            NewTopic(
+                name=name,
+                num_partitions=settings.partitions,
+                replication_factor=settings.replication_factor,
+                topic_configs={"cleanup.policy": "compact", "min.insync.replicas": str(settings.min_insync_replicas)},
+            )
+            for name in names
+            if name not in existing
+        ]
+        await create_led(admin, wanted, timeout_s)
+    finally:
+        await admin.close()
+
+
+async def create_led(admin: AIOKafkaAdminClient, wanted: list[NewTopic], timeout_s: float) -> None:
+    if not wanted:
+        return
+    with contextlib.suppress(TopicAlreadyExistsError):
+        await admin.create_topics(wanted)
+    await until_led(admin, [t.name for t in wanted], timeout_s)
 
 
 async def until_led(admin: AIOKafkaAdminClient, names: list[str], timeout_s: float) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import faust
 
 from infra.control import current_generation, log_identity
+from infra.kafka import ensure_changelogs
 from infra.settings import Settings
 from processors.app import create_app
 
@@ -27,6 +28,7 @@ def run_worker(settings: Settings) -> None:
             # Tables of an earlier generation: a rebuild replaced them.
             shutil.rmtree(stale)
     app = create_app(settings, worker_dir, generation)
+    asyncio.run(ensure_changelogs(settings, [table.changelog_topic.get_topic_name() for table in app.tables.values()]))
     worker = faust.Worker(app, loglevel=settings.log_level, quiet=True, override_logging=False)
     worker.execute_from_commandline()
 
