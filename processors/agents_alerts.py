@@ -20,7 +20,7 @@ def register(w: Parts) -> None:
     w.tables.table("alert_store")
     w.tables.table("billing")
 
-    @w.app.agent(w.topic("alerts"), concurrency=1)
+    @w.agent(w.topic("alerts"))
     async def store_alerts(stream: Any) -> None:
         async for record, pending in w.commits.folds(stream, "alerts"):
             w.progress.folded("alerts", record)
@@ -29,7 +29,7 @@ def register(w: Parts) -> None:
             except POISON as error:
                 await w.dead_letters.put("alerts", record, error, pending)
 
-    @w.app.agent(w.topic("accounts"), concurrency=1)
+    @w.agent(w.topic("accounts"))
     async def test_requests(stream: Any) -> None:
         async for record, pending in w.commits.folds(stream, "accounts"):
             replay = w.progress.folded("accounts", record)
@@ -38,7 +38,7 @@ def register(w: Parts) -> None:
             except POISON as error:
                 await w.dead_letters.put("accounts", record, error, pending)
 
-    @w.app.agent(w.topic("billing"), concurrency=1)
+    @w.agent(w.topic("billing"))
     async def payments(stream: Any) -> None:
         async for record, pending in w.commits.folds(stream, "billing"):
             replay = w.progress.folded("billing", record)

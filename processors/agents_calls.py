@@ -29,7 +29,7 @@ def register(w: Parts) -> None:
     ticked: dict[str, int] = {}
     due_calls = DueIndex()
 
-    @w.app.agent(events, concurrency=1)
+    @w.agent(events)
     async def fold_events(stream: Any) -> None:
         async for record, pending in w.commits.folds(stream, "events"):
             try:

@@ -29,7 +29,7 @@ def register(w: Parts) -> None:
     ticked: dict[str, int] = {}
     due_numbers = DueIndex()
 
-    @w.app.agent(w.topic("decisions"), concurrency=1)
+    @w.agent(w.topic("decisions"))
     async def detect(stream: Any) -> None:
         async for record, pending in w.commits.folds(stream, "decisions"):
             replay = w.progress.folded("decisions", record)

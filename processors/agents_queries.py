@@ -20,7 +20,7 @@ def register(w: Parts) -> None:
         alert_index_of=w.tables.reader("alert_store"),
     )
 
-    @w.app.agent(w.topic("queries"), concurrency=1)
+    @w.agent(w.topic("queries"))
     async def answer_queries(stream: Any) -> None:
         async for record, pending in w.commits.folds(stream, "queries"):
             if w.progress.folded("queries", record):

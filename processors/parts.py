@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +24,9 @@ from processors.mirror import FactMirror
 from processors.progress import Progress
 from processors.replies import ReplyPath
 from processors.tables import Tables
+
+log = logging.getLogger(__name__)
+Fold = Callable[[Any], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,28 @@ class Parts:
     @property
     def rules(self) -> Rules:
         return self.settings.rules
+
+    def agent(self, topic: Any) -> Callable[[Fold], Any]:
+        """An agent over `topic` whose failure stops the worker.
+
+        A fold that fails for a reason other than its record (processors/dead_letters.py) would have
+        Faust restart the agent at the next record and leave the failed one unfolded until the process
+        restarts; stopping now has the restart fold it again at once.
+        """
+
+        def register(fold: Fold) -> Any:
+            @functools.wraps(fold)
+            async def stopping_on_failure(stream: Any) -> None:
+                try:
+                    await fold(stream)
+                except Exception as error:
+                    log.error("a fold failed; stopping the worker so its restart folds the record again")
+                    await self.app.crash(error)
+                    raise
+
+            return self.app.agent(topic, concurrency=1)(stopping_on_failure)
+
+        return register
 
     def topic(self, name: str) -> Any:
         """A Faust topic of raw bytes (the service's records are JSON it encodes itself)."""
