@@ -35,7 +35,7 @@ PLATFORM_TWIML = (
     b"<!-- kept --></Response>\n"
 )
 # Callers far apart, so that no pattern (a rotating run, a prefix cluster) joins them.
-AREAS = ("212", "310", "617", "646", "718", "305")
+AREAS = ("212", "310", "617", "646", "718", "305", "347", "929")
 AUTH_TOKEN = "12345678901234567890123456789012"
 
 
@@ -192,6 +192,8 @@ async def test_stir_verstat_values_become_attestations_and_forward_or_challenge(
         "TN-Validation-Passed-B": "B",
         "TN-Validation-Passed-C": "C",
         "TN-Validation-Failed-A": "failed",
+        "TN-Validation-Failed-B": "failed",
+        "TN-Validation-Failed-C": "failed",
         "No-TN-Validation": "none",
         None: "none",
     }
