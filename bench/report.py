@@ -90,6 +90,13 @@ def render(r: dict[str, Any], command: str) -> str:
         "small machine; the load generator, the broker and the service share its cores, so read them as",
         "orders of magnitude and for relative comparisons, not as capacity planning figures.",
         "",
+        (
+            "The Kafka figures are in docs/benchmarks.md (`make bench`)."
+            if memory
+            else "The same bench on the in-memory Tansu broker: docs/benchmarks-tansu.md"
+            " (`python -m bench.run --broker memory`)."
+        ),
+        "",
         "## Run",
         "",
         f"- broker: {r['broker_label']}",
