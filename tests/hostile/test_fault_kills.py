@@ -163,6 +163,7 @@ async def test_kills_at_every_step_lose_nothing_and_count_nothing_twice(
         await settled(settings, timeout_s=90)
         after = [await snapshot(http, base_url, account, callers)]
         assert_same_answers(after, before)
+        assert Counter(orjson.loads(r.body)["id"] for r in hook.received) == deliveries
     finally:
         assert service.stop() == 0
 
