@@ -270,36 +270,60 @@ WIDTHS = {"desktop": (1280, 860), "phone": (390, 844)}
 async def test_every_page_reads_on_a_phone_and_passes_axe(
     dash: RunningService, browser: Browser, http: aiohttp.ClientSession, tmp_path: Path
 ) -> None:
-    """Each page at desktop and phone widths: no sideways scrolling, no serious or critical axe-core
-    violation, and a screenshot (into docs/dashboard with CALLSCREEN_SCREENSHOTS=docs/dashboard)."""
+    """Each page at desktop and phone widths (the signed-in pages, one call's and one alert's, sign-in and
+    setup): no sideways scrolling, no serious or critical axe-core violation, and a screenshot (into
+    docs/dashboard with CALLSCREEN_SCREENSHOTS=docs/dashboard)."""
     owner = await new_person(dash, http)
     url, key = f"{dash.base_url}/v1/events", owner.account.key
     for i, caller in enumerate(("+12125550101", "+13105550102", "+16175550103")):
         await post_event(http, url, started(f"shot-{i}", caller), key)
+    # A sixth call from one caller within ten minutes raises caller.rate_exceeded: an alert to show.
+    for i in range(3, 9):
+        await post_event(http, url, started(f"shot-{i}", "+12125550199"), key)
+    alert_id = await first_alert(http, dash.base_url, key)
+    signed_in_pages = {(path.strip("/").replace("/", "-") or "overview"): path for path in PAGES}
+    signed_in_pages |= {"call": "/calls/shot-0", "alert": f"/alerts/{alert_id}"}
+    newcomer = await new_person(dash, http)
+    public_pages = {"signin": "/dashboard/signin", "setup": newcomer.setup_path}
     shots = Path(os.environ.get("CALLSCREEN_SCREENSHOTS") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)
     signed: Page = await signed_up(browser, dash, owner)
     cookies = await signed.context.cookies()
     for width_name, (width, height) in WIDTHS.items():
-        context = await browser.new_context(
-            base_url=dash.base_url, viewport={"width": width, "height": height}, bypass_csp=True
-        )
-        await context.add_cookies(cookies)  # type: ignore[arg-type]
-        page = await context.new_page()
-        for path in PAGES:
-            answer = await page.goto(f"/dashboard{path}")
-            assert answer is not None and answer.status == 200, path
-            sideways = await page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
-            assert sideways <= 0, (path, width_name, sideways)
-            name = (path.strip("/").replace("/", "-") or "overview") + f"-{width_name}.png"
-            await page.screenshot(path=str(shots / name), full_page=True)
-            await page.add_script_tag(path=str(AXE))
-            found = await page.evaluate(
-                "async () => (await axe.run()).violations"
-                ".filter(v => ['serious', 'critical'].includes(v.impact)).map(v => v.id + ': ' + v.help)"
+        for pages, signed_in_context in ((signed_in_pages, True), (public_pages, False)):
+            context = await browser.new_context(
+                base_url=dash.base_url, viewport={"width": width, "height": height}, bypass_csp=True
             )
-            assert found == [], (path, width_name, found)
-        await context.close()
+            if signed_in_context:
+                await context.add_cookies(cookies)  # type: ignore[arg-type]
+            page = await context.new_page()
+            for name, path in pages.items():
+                target = f"/dashboard{path}" if signed_in_context else path
+                answer = await page.goto(target)
+                assert answer is not None and answer.status == 200, path
+                sideways = await page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+                assert sideways <= 0, (path, width_name, sideways)
+                await page.screenshot(path=str(shots / f"{name}-{width_name}.png"), full_page=True)
+                await page.add_script_tag(path=str(AXE))
+                found = await page.evaluate(
+                    "async () => (await axe.run()).violations"
+                    ".filter(v => ['serious', 'critical'].includes(v.impact)).map(v => v.id + ': ' + v.help)"
+                )
+                assert found == [], (path, width_name, found)
+            await context.close()
+
+
+async def first_alert(http: aiohttp.ClientSession, base_url: str, key: str, timeout_s: float = 10.0) -> str:
+    """The id of the account's newest alert, once the detectors have raised one."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        async with http.get(f"{base_url}/v1/alerts", headers={"Authorization": f"Bearer {key}"}) as r:
+            assert r.status == 200, await r.text()
+            alerts = (await r.json())["data"]
+        if alerts:
+            return str(alerts[0]["id"])
+        assert time.monotonic() < deadline, "no alert was raised"
+        await asyncio.sleep(0.1)
 
 
 async def test_every_record_the_dashboard_appends_matches_the_accounts_schema(dash: RunningService) -> None:
