@@ -1,4 +1,4 @@
-"""The local Apache Kafka `callscreen run` starts when no broker is named (docs/operations.md).
+"""The local Apache Kafka `callscreen run` starts when no broker is named (README.md, "The broker").
 
 One JVM is broker and KRaft controller at once, with its log on disk under `<data-dir>/kafka`, so
 every account, key, call and alert survives a stop. The jars come from Maven Central through the

@@ -116,9 +116,9 @@ def test_topic_schemas_are_valid_draft_2020_12() -> None:
 class Driver:
     """Posts events for one account, each answered by the worker that owns its call."""
 
-    def __init__(self, http: aiohttp.ClientSession, base_url: str, account: AccountKeys) -> None:
-        self.http, self.base_url, self.account = http, base_url, account
-        self.traffic = Traffic(http, base_url, account)
+    def __init__(self, http: aiohttp.ClientSession, service: RunningService, account: AccountKeys) -> None:
+        self.http, self.base_url, self.account = http, service.base_url, account
+        self.traffic = Traffic(http, service.base_url, account, service)
 
     def at(self, seconds: float) -> str:
         return format_ms(self.traffic.base + int(seconds * 1000))
@@ -217,7 +217,7 @@ async def test_every_record_matches_its_topic_schema(
         f"{service.base_url}/v1/account", json={"alert_webhook_url": None}, headers=account.headers
     ) as r:
         assert r.status == 200
-    await drive(Driver(http, service.base_url, account))
+    await drive(Driver(http, service, account))
     await administer(service.settings, acct)
     found = await records_of(service, acct)
 
