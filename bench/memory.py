@@ -29,7 +29,7 @@ from bench.prefill import prefill
 from bench.run import Budget, doc_path, loadavg, machine, snapshot_rss
 from bench.service import BROKERS, Progress, Service, broker_label, create_accounts, start_service
 from bench.traffic import NUMBERS_PER_ACCOUNT
-from infra.ports import free_port
+from infra.ports import free_port_block
 
 TARGET_CALLS = 100_000
 # A non-strict LRU cache runs over its capacity: up to 49 MB against 32 MB (standalone: 24 databases,
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> None:
     results.update(broker=args.broker, broker_label=broker_label(args.broker), loadavg_start=loadavg())
     with tempfile.TemporaryDirectory(prefix="callscreen-memory-") as tmp:
         # The worker serves Prometheus here: its RocksDB budget in use is read after every round.
-        os.environ["CALLSCREEN_METRICS_PORT"] = str(free_port())
+        os.environ["CALLSCREEN_METRICS_PORT"] = str(free_port_block(2))
         service = start_service(Path(tmp) / "service", broker=args.broker)
         try:
             results.update(asyncio.run(measure(args, service)))

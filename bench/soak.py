@@ -31,7 +31,7 @@ from bench.run import P99_TARGET_MS, ROOT, loadavg, machine, snapshot_rss
 from bench.service import Progress, Service, create_accounts, start_service
 from bench.soak_report import draw_overload, draw_soak, render
 from bench.traffic import BenchAccount
-from infra.ports import free_port
+from infra.ports import free_port_block
 
 OVERLOAD_STEP_S = 60.0
 OVERLOAD_WINDOW_S = 5.0
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks-soak.md")
     args = parser.parse_args(argv)
     # The worker serves Prometheus here: its RocksDB cache is read with every RSS sample.
-    os.environ["CALLSCREEN_METRICS_PORT"] = str(free_port())
+    os.environ["CALLSCREEN_METRICS_PORT"] = str(free_port_block(2))
     with tempfile.TemporaryDirectory(prefix="callscreen-soak-") as tmp:
         results = asyncio.run(measure(args, Path(tmp) / "service"))
     raw = Path(tempfile.gettempdir()) / "callscreen-soak.json"

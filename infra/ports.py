@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import time
+
+# Below Linux's ephemeral range (32768-60999), so no outgoing connection can take a port picked here.
+BLOCK_RANGE = (20000, 32000)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -23,6 +27,26 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     finally:
         for sock in sockets:
             sock.close()
+
+
+def free_port_block(count: int, host: str = "127.0.0.1") -> int:
+    """The first of `count` consecutive ports that are free now, for settings that number their roles'
+    ports from a base (`metrics_port`: worker N on base + N, alerting after the workers)."""
+    for _ in range(200):
+        base = random.randrange(*BLOCK_RANGE)
+        sockets: list[socket.socket] = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sockets.append(sock)
+                sock.bind((host, port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise OSError(f"no {count} consecutive free ports in {BLOCK_RANGE}")
 
 
 def port_open(host: str, port: int) -> bool:

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from callscreen.admin import Admin
 from domain.times import format_ms
 from infra.clock import now_ms
-from infra.ports import free_port
+from infra.ports import free_port_block
 from tests.receiver import Receiver, receiver_env, serving
 from tests.service import AccountKeys, RunningService, create_account, start_service
 from tests.topics import read_topic
@@ -36,7 +36,7 @@ def hook_service(
     env = {
         **receiver_env(webhook_ca[1]),
         # The worker exports on this port, the alerting role on the next.
-        "CALLSCREEN_METRICS_PORT": str(free_port()),
+        "CALLSCREEN_METRICS_PORT": str(free_port_block(2)),
     }
     running = start_service(tmp_path_factory.mktemp("hooks") / "data", kafka, env=env)
     yield running

@@ -14,7 +14,7 @@ import pytest
 
 from domain import keys
 from infra.kafka import make_producer, partition_for
-from infra.ports import free_port
+from infra.ports import free_port_block
 from tests.service import RunningService, create_account, start_service
 from tests.topics import read_topic
 
@@ -25,7 +25,7 @@ START = {"type": "call.started", "to": "+14155552671", "from": "+12125550123"}
 def service(kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
     """A service of its own: the records written here are on its topics only, and its worker 0 serves
     Prometheus on a port of its own."""
-    env = {"CALLSCREEN_METRICS_PORT": str(free_port())}
+    env = {"CALLSCREEN_METRICS_PORT": str(free_port_block(2))}
     running = start_service(tmp_path_factory.mktemp("dead-letters") / "data", kafka, env=env)
     yield running
     running.stop()
