@@ -115,15 +115,7 @@ class Harness:
             fact = queue.pop(0)
             self.view.apply(fact)
             number_key = keys.number(fact.account_id, fact.number)
-            window = self.windows.get(number_key, NumberWindow())
-            observed = detectors.observe(
-                window, fact, self.rules.detectors, self.rules.scoring, self.echoes_of(number_key)
-            )
-            self.windows[number_key] = observed.window
-            if observed.echo is not None:
-                self.echoes[keys.echo(number_key, fact.id)] = observed.echo
-            for forgotten in observed.forgotten:
-                del self.echoes[keys.echo(number_key, forgotten)]
+            observed = observe_number(self.windows, self.echoes, number_key, fact, self.rules)
             due = detectors.sweep_due(observed.window, fact.at)
             if due is None:
                 self.number_due.pop(number_key, None)
@@ -165,21 +157,25 @@ def detect_in_order(facts: Sequence[tuple[str, Fact]], rules: Rules) -> Detected
     echoes: dict[str, Echo] = {}
     detected = Detected()
     for number_key, fact in facts:
-        observed = detectors.observe(
-            windows.get(number_key, NumberWindow()),
-            fact,
-            rules.detectors,
-            rules.scoring,
-            echo_reader(echoes, number_key),
-        )
-        windows[number_key] = observed.window
-        if observed.echo is not None:
-            echoes[keys.echo(number_key, fact.id)] = observed.echo
-        for forgotten in observed.forgotten:
-            del echoes[keys.echo(number_key, forgotten)]
+        observed = observe_number(windows, echoes, number_key, fact, rules)
         detected.alerts += observed.alerts
         detected.facts += observed.facts
     return detected
+
+
+def observe_number(
+    windows: dict[str, NumberWindow], echoes: dict[str, Echo], number_key: str, fact: Fact, rules: Rules
+) -> detectors.Observed:
+    """One fact through the number's detectors, its window and echoes kept as the detector agent keeps them."""
+    observed = detectors.observe(
+        windows.get(number_key, NumberWindow()), fact, rules.detectors, rules.scoring, echo_reader(echoes, number_key)
+    )
+    windows[number_key] = observed.window
+    if observed.echo is not None:
+        echoes[keys.echo(number_key, fact.id)] = observed.echo
+    for forgotten in observed.forgotten:
+        del echoes[keys.echo(number_key, forgotten)]
+    return observed
 
 
 def echo_reader(echoes: dict[str, Echo], number_key: str) -> Callable[[str], Echo | None]:
