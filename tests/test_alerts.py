@@ -23,10 +23,9 @@ MIN = 60_000
 
 
 class Traffic:
-    def __init__(
-        self, http: aiohttp.ClientSession, base_url: str, account: AccountKeys, service: RunningService
-    ) -> None:
-        self.http, self.base_url, self.account, self.service = http, base_url, account, service
+    def __init__(self, http: aiohttp.ClientSession, service: RunningService, account: AccountKeys) -> None:
+        self.http, self.service, self.account = http, service, account
+        self.base_url = service.base_url
         self.base = now_ms() - 5 * 3_600_000
         self.seq = 0
 
@@ -65,25 +64,24 @@ class Traffic:
                 return found
             await asyncio.sleep(0.1)
 
+    async def settle(self) -> None:
+        """Wait until the service has folded everything posted so far."""
+        await settled(self.service.settings)
+
     async def none_of(self, kind: str) -> list[dict[str, Any]]:
         """The alerts of one type once the service has folded everything posted so far: a check for none."""
-        await settled(self.service.settings)
+        await self.settle()
         return await self.alerts(kind)
 
 
-def traffic(http: aiohttp.ClientSession, base_url: str, account: AccountKeys, service: RunningService) -> Traffic:
-    return Traffic(http, base_url, account, service)
-
-
-async def settle(t: Traffic) -> None:
-    """Wait until the service has folded everything posted so far."""
-    await settled(t.service.settings)
+def traffic(http: aiohttp.ClientSession, service: RunningService, account: AccountKeys) -> Traffic:
+    return Traffic(http, service, account)
 
 
 async def test_rate_exceeded_once_then_blocked(
-    http: aiohttp.ClientSession, base_url: str, account: AccountKeys, service: RunningService
+    http: aiohttp.ClientSession, account: AccountKeys, service: RunningService
 ) -> None:
-    t = traffic(http, base_url, account, service)
+    t = traffic(http, service, account)
     caller = "+447911200001"
     for i in range(5):
         await t.start(caller, i)
@@ -101,7 +99,7 @@ async def test_rate_exceeded_once_then_blocked(
     assert seventh["block"]["alert_id"] == alert["id"]
     assert seventh["block"]["until"] == format_ms(t.base + 65 * MIN)
     await t.start(caller, 7)
-    await settle(t)
+    await t.settle()
     assert len(await t.alerts("caller.rate_exceeded")) == 1
     other = await t.start("+447911200099", 7)
     assert other["block"] is None
@@ -110,14 +108,14 @@ async def test_rate_exceeded_once_then_blocked(
 
 
 async def test_rotating_numbers_burst_gives_one_alert_and_blocks_the_run(
-    http: aiohttp.ClientSession, base_url: str, account: AccountKeys, service: RunningService
+    http: aiohttp.ClientSession, account: AccountKeys, service: RunningService
 ) -> None:
-    t = traffic(http, base_url, account, service)
+    t = traffic(http, service, account)
     run = [f"+1212555{7000 + i}" for i in range(30)]
     for i, caller in enumerate(run):
         await t.start(caller, i * 0.2)
     found = await t.wait_for("caller.rotating_numbers")
-    await settle(t)
+    await t.settle()
     found = await t.alerts("caller.rotating_numbers")
     assert len(found) == 1, [(a["id"], a["created_at"], a["data"]) for a in found]
     data = found[0]["data"]
@@ -131,9 +129,9 @@ async def test_rotating_numbers_burst_gives_one_alert_and_blocks_the_run(
 
 
 async def test_prefix_cluster_of_fresh_callers(
-    http: aiohttp.ClientSession, base_url: str, account: AccountKeys, service: RunningService
+    http: aiohttp.ClientSession, account: AccountKeys, service: RunningService
 ) -> None:
-    t = traffic(http, base_url, account, service)
+    t = traffic(http, service, account)
     callers = [f"+13125551{i}0{i}" for i in range(10)]
     for i, caller in enumerate(callers[:9]):
         await t.start(caller, i)
@@ -146,9 +144,9 @@ async def test_prefix_cluster_of_fresh_callers(
 
 
 async def test_country_burst_from_a_new_country(
-    http: aiohttp.ClientSession, base_url: str, account: AccountKeys, service: RunningService
+    http: aiohttp.ClientSession, account: AccountKeys, service: RunningService
 ) -> None:
-    t = traffic(http, base_url, account, service)
+    t = traffic(http, service, account)
     for i in range(9):
         await t.start(f"+3361234{i}{i}{i}{i}", i)
     assert await t.none_of("number.country_burst") == []
@@ -160,9 +158,9 @@ async def test_country_burst_from_a_new_country(
 
 
 async def test_geo_cluster_of_fresh_callers_in_one_zip(
-    http: aiohttp.ClientSession, base_url: str, account: AccountKeys, service: RunningService
+    http: aiohttp.ClientSession, account: AccountKeys, service: RunningService
 ) -> None:
-    t = traffic(http, base_url, account, service)
+    t = traffic(http, service, account)
     geo = {"zip": "73301", "city": "Austin", "region": "TX", "country": "US"}
     callers = [f"+1512{i}{i}{i}0{i}{i}{i}" for i in range(2, 7)]
     for i, caller in enumerate(callers[:4]):
@@ -183,9 +181,9 @@ async def test_geo_cluster_of_fresh_callers_in_one_zip(
 
 
 async def test_volume_exceeded_past_120_calls_an_hour(
-    http: aiohttp.ClientSession, base_url: str, account: AccountKeys, service: RunningService
+    http: aiohttp.ClientSession, account: AccountKeys, service: RunningService
 ) -> None:
-    t = traffic(http, base_url, account, service)
+    t = traffic(http, service, account)
     for i in range(120):
         await t.start(f"+1646{i:03d}{i:04d}", i * 0.45)
     assert await t.none_of("number.volume_exceeded") == []
@@ -195,9 +193,9 @@ async def test_volume_exceeded_past_120_calls_an_hour(
 
 
 async def test_volume_spike_and_its_end(
-    http: aiohttp.ClientSession, base_url: str, account: AccountKeys, service: RunningService
+    http: aiohttp.ClientSession, account: AccountKeys, service: RunningService
 ) -> None:
-    t = traffic(http, base_url, account, service)
+    t = traffic(http, service, account)
     t.base -= t.base % 3_600_000
     for i in range(19):
         await t.start(f"+1718{i:03d}{i:04d}", i)
@@ -212,9 +210,9 @@ async def test_volume_spike_and_its_end(
 
 
 async def test_spend_exceeded_in_an_hour(
-    http: aiohttp.ClientSession, base_url: str, account: AccountKeys, service: RunningService
+    http: aiohttp.ClientSession, account: AccountKeys, service: RunningService
 ) -> None:
-    t = traffic(http, base_url, account, service)
+    t = traffic(http, service, account)
     t.base -= t.base % 3_600_000
     for i, cost in enumerate((10.0, 10.0, 5.0, 0.01)):
         await t.start(f"+1917555{i:04d}", i)
@@ -226,9 +224,9 @@ async def test_spend_exceeded_in_an_hour(
 
 
 async def test_long_running_call_from_the_sweep(
-    http: aiohttp.ClientSession, base_url: str, account: AccountKeys, service: RunningService
+    http: aiohttp.ClientSession, account: AccountKeys, service: RunningService
 ) -> None:
-    t = traffic(http, base_url, account, service)
+    t = traffic(http, service, account)
     t.base = now_ms() - 31 * MIN
     await t.start("+19175550999", 0)
     (alert,) = await t.wait_for("call.long_running", timeout_s=8.0)
@@ -238,9 +236,9 @@ async def test_long_running_call_from_the_sweep(
 
 
 async def test_billing_payment_failed(
-    http: aiohttp.ClientSession, base_url: str, account: AccountKeys, service: RunningService
+    http: aiohttp.ClientSession, account: AccountKeys, service: RunningService
 ) -> None:
-    t = traffic(http, base_url, account, service)
+    t = traffic(http, service, account)
     async with Admin(service.settings) as admin:
         await admin.payment_failed(account.account_id, 4900, 2)
     (alert,) = await t.wait_for("billing.payment_failed", timeout_s=15.0)
@@ -249,14 +247,14 @@ async def test_billing_payment_failed(
 
 
 async def test_quiet_imports_raise_nothing_and_block_nothing(
-    http: aiohttp.ClientSession, base_url: str, account: AccountKeys, service: RunningService
+    http: aiohttp.ClientSession, account: AccountKeys, service: RunningService
 ) -> None:
-    t = traffic(http, base_url, account, service)
+    t = traffic(http, service, account)
     caller = "+447911200002"
     for i in range(8):
         answer = await t.start(caller, i, quiet=True)
     assert "rate_exceeded" in answer["reasons"]
-    await settle(t)
+    await t.settle()
     assert await t.alerts() == []
     assert answer["block"] is None
 
@@ -268,7 +266,7 @@ async def test_alert_listing_filters_cursor_and_isolation(
     watch_account: AccountKeys,
     service: RunningService,
 ) -> None:
-    t = traffic(http, base_url, account, service)
+    t = traffic(http, service, account)
     for i in range(3):
         await t.start("+447911200003", i * 20)
         for j in range(5):
@@ -296,9 +294,9 @@ async def test_alert_listing_filters_cursor_and_isolation(
 
 
 async def test_alerts_topic_validates_against_the_published_schema(
-    http: aiohttp.ClientSession, base_url: str, account: AccountKeys, service: RunningService
+    http: aiohttp.ClientSession, account: AccountKeys, service: RunningService
 ) -> None:
-    t = traffic(http, base_url, account, service)
+    t = traffic(http, service, account)
     for i in range(6):
         await t.start("+447911200004", i)
     await t.wait_for("caller.rate_exceeded")

@@ -220,7 +220,7 @@ async def test_live_edge_conforms_to_its_openapi_document(
     await start_call(http, service.base_url, account, "contract-guard")
     await start_call(http, service.base_url, watch_account, "contract-watch")
     # Six starts from one caller inside ten minutes raise `caller.rate_exceeded`: an alert to read back.
-    calls = Traffic(http, service.base_url, account, service)
+    calls = Traffic(http, service, account)
     for minute in range(6):
         await calls.start(NUMBERS[2], minute)
     (alert,) = await calls.wait_for("caller.rate_exceeded")

@@ -118,7 +118,7 @@ class Driver:
 
     def __init__(self, http: aiohttp.ClientSession, service: RunningService, account: AccountKeys) -> None:
         self.http, self.base_url, self.account = http, service.base_url, account
-        self.traffic = Traffic(http, service.base_url, account, service)
+        self.traffic = Traffic(http, service, account)
 
     def at(self, seconds: float) -> str:
         return format_ms(self.traffic.base + int(seconds * 1000))
