@@ -3,8 +3,8 @@
 Keys carry the partition so every key lives in exactly one partition's store. A call's entry holds
 what the listing filters on (number, caller, action, source), so a page reads only the calls it shows.
 An hour's entries sit in pages of `PAGE` under keys of their own, so adding one writes a page, a count
-and a marker, never a value that grows with the traffic; the list of days is cut at `HORIZON_DAYS`
-(older records stay in the log and the call table, out of the listing).
+and a marker, never a value that grows with the traffic. A day leaves the index with its records at the
+hot-table horizon (`domain.horizon`), which bounds the list of days.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from domain.rules import DAY_MS, HOUR_MS
 
 BUCKET_MS = HOUR_MS
 PAGE = 64
-HORIZON_DAYS = 400
 Lookup = Callable[[str], Any]
 
 
@@ -40,11 +39,23 @@ class AlertEntry(msgspec.Struct, frozen=True, array_like=True):
     type: str
 
 
-Entry = CallEntry | AlertEntry
+class DayEntry(msgspec.Struct, frozen=True, array_like=True):
+    """An account that has records on a day, for the horizon's index: `at` is the day's start and
+    `name` is `keys.account_day` (an entry's second field is its id)."""
+
+    at: int
+    name: str
+
+
+Entry = CallEntry | AlertEntry | DayEntry
 
 
 def entry_id(entry: Entry) -> str:
-    return entry.call_id if isinstance(entry, CallEntry) else entry.alert_id
+    if isinstance(entry, CallEntry):
+        return entry.call_id
+    if isinstance(entry, AlertEntry):
+        return entry.alert_id
+    return entry.name
 
 
 def additions(read: Lookup, space: str, account: str, partition: int, entry: Entry) -> dict[str, Any]:
@@ -85,10 +96,64 @@ def additions(read: Lookup, space: str, account: str, partition: int, entry: Ent
         writes[hours_key] = sorted([*hours, hour])
     days_key = keys.index_days(space, account, partition)
     days: list[int] = read(days_key) or []
-    kept = sorted({*days, day})[-HORIZON_DAYS:]
-    if kept != days:
-        writes[days_key] = kept
+    if day not in days:
+        writes[days_key] = sorted([*days, day])
     return writes
+
+
+def pop_newest(read: Lookup, space: str, account: str, partition: int, hour: int) -> tuple[Any, dict[str, Any]]:
+    """An hour's newest raw entry (None when it has none) and the writes that take it out, and the hour
+    with it once empty (None deletes a key)."""
+    count_key = keys.index_count(space, account, partition, hour)
+    pages = [
+        (number, page) for number, page in _pages(read, space, account, partition, hour, read(count_key) or 0) if page
+    ]
+    if not pages:
+        return None, {count_key: None, **_without_hour(read, space, account, partition, hour)}
+    number, page = pages[-1]
+    raw, rest = page[-1], page[:-1]
+    writes: dict[str, Any] = {
+        keys.index_page(space, account, partition, hour, number): rest or None,
+        keys.index_member(space, account, partition, str(raw[1])): None,
+        count_key: number * PAGE + len(rest) or None,
+    }
+    if len(pages) == 1 and not rest:
+        writes.update(_without_hour(read, space, account, partition, hour))
+    return raw, writes
+
+
+def drop_day(read: Lookup, space: str, account: str, partition: int, day: int) -> tuple[list[Any], dict[str, Any]]:
+    """An account's raw entries of one day and the writes that take the day out of its index (None deletes)."""
+    entries: list[Any] = []
+    writes: dict[str, Any] = {}
+    for hour in read(keys.index_hours(space, account, partition, day)) or []:
+        count_key = keys.index_count(space, account, partition, hour)
+        for number, page in _pages(read, space, account, partition, hour, read(count_key) or 0):
+            entries += page
+            writes[keys.index_page(space, account, partition, hour, number)] = None
+        writes[count_key] = None
+    for raw in entries:
+        writes[keys.index_member(space, account, partition, str(raw[1]))] = None
+    writes[keys.index_hours(space, account, partition, day)] = None
+    writes.update(_without_day(read, space, account, partition, day))
+    return entries, writes
+
+
+def _without_hour(read: Lookup, space: str, account: str, partition: int, hour: int) -> dict[str, Any]:
+    day = hour - hour % DAY_MS
+    hours_key = keys.index_hours(space, account, partition, day)
+    hours = [h for h in read(hours_key) or [] if h != hour]
+    if hours:
+        return {hours_key: hours}
+    return {hours_key: None, **_without_day(read, space, account, partition, day)}
+
+
+def _without_day(read: Lookup, space: str, account: str, partition: int, day: int) -> dict[str, Any]:
+    days_key = keys.index_days(space, account, partition)
+    days: list[int] = read(days_key) or []
+    if day not in days:
+        return {}
+    return {days_key: [d for d in days if d != day] or None}
 
 
 def _pages(

@@ -28,7 +28,7 @@ def alert(account: str, alert_id: str) -> str:
 
 
 def index_days(space: str, account: str, partition: int) -> str:
-    """The days a listing index has entries for (the newest `index.HORIZON_DAYS`)."""
+    """The days a listing index has entries for (those inside the horizon, `domain.horizon`)."""
     return f"idxd|{space}|{account}|{partition}"
 
 
@@ -50,6 +50,16 @@ def index_page(space: str, account: str, partition: int, hour: int, page: int) -
 def index_member(space: str, account: str, partition: int, item_id: str) -> str:
     """Marks an item as indexed, so a refold adds it once."""
     return f"idxm|{space}|{account}|{partition}|{item_id}"
+
+
+def account_day(account: str, day: int) -> str:
+    """An account's records of one day, in the horizon's index (`domain.horizon`)."""
+    return f"{day}|{account}"
+
+
+def split_account_day(name: str) -> tuple[str, int]:
+    day, account = name.split("|", 1)
+    return account, int(day)
 
 
 def echo(number_key: str, fact_id: str) -> str:

@@ -173,6 +173,9 @@ class LimitRules:
     # A live event may be this old on receipt; older history comes in as `quiet` imports, up to the days below.
     max_age_s: int = 86400
     max_quiet_age_days: int = 400
+    # A call or alert leaves the hot tables this many days after its day, counted in its partition's
+    # event time (`domain.horizon`); the log keeps it.
+    hot_days: int = 400
 
 
 @dataclass(frozen=True)

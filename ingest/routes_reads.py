@@ -11,7 +11,7 @@ from aiohttp import web
 from domain import keys
 from domain.alerts import SEVERITY
 from domain.events import CallerInfo, NumberInfo
-from domain.index import AlertEntry, CallEntry, Entry, decode_cursor, encode_cursor, sort_key
+from domain.index import AlertEntry, CallEntry, Entry, decode_cursor, encode_cursor, entry_id, sort_key
 from domain.phone import Number, parse_number
 from domain.queries import (
     AlertGet,
@@ -103,7 +103,7 @@ def merge_pages(replies: list[dict[str, Any]], records_key: str, entries_type: A
     entries.sort(key=sort_key, reverse=True)
     page = entries[:limit]
     next_cursor = encode_cursor(page[-1]) if len(entries) > limit else None
-    ids = [e.call_id if isinstance(e, CallEntry) else e.alert_id for e in page]
+    ids = [entry_id(e) for e in page]
     return {"data": [records[i] for i in ids], "next_cursor": next_cursor}
 
 

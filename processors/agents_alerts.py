@@ -56,6 +56,10 @@ def store_alert(w: Parts, record: Any) -> None:
     # Even for a stored alert: after a kill the index may have been recovered without its entry.
     entry = AlertEntry(parse_ms(alert.created_at) or 0, alert.id, alert.type)
     w.tables.add_to_index("alert_store", "alerts", alert.account_id, record.message.partition, entry)
+    eviction = w.tables.evict("alert_store", "alerts", record.message.partition, entry.at, w.rules.limits.hot_days)
+    if eviction is not None:
+        for alert_id in eviction.items:
+            w.tables.delete("alert_store", keys.alert(eviction.account, alert_id))
 
 
 async def raise_requested_test(w: Parts, record: Any, pending: list[Any], replay: bool) -> None:

@@ -76,6 +76,7 @@ async def fold_event(w: Parts, events: Any, record: Any, pending: list[Any], due
     state: Stored | None = w.tables.get("calls", key, Stored)
     outcome = calls.fold(state, event, features.context(w.view, state, event, w.rules), w.rules)
     write_state(w, key, outcome, calls.listing_entry(state, event, outcome), record.message.partition, due_calls)
+    leave_horizon(w, record.message.partition, event.at, due_calls)
     w.faults.at("after_write")
     if outcome.forward is not None:
         if not replay:
@@ -115,6 +116,18 @@ def write_state(
             w.tables.delete("sweeps", key)
         else:
             w.tables.put("sweeps", key, due)
+
+
+def leave_horizon(w: Parts, partition: int, at: int, due_calls: DueIndex) -> None:
+    """Calls past the hot-table horizon at this event's time leave the tables (`domain.horizon`)."""
+    eviction = w.tables.evict("call_index", "calls", partition, at, w.rules.limits.hot_days)
+    if eviction is None:
+        return
+    for call_id in eviction.items:
+        key = keys.call(eviction.account, call_id)
+        w.tables.delete("calls", key)
+        w.tables.delete("sweeps", key)
+        due_calls.set(key, None)
 
 
 async def append(w: Parts, outcome: Outcome) -> list[Any]:

@@ -14,7 +14,7 @@ import faust
 import msgspec
 from faust.stores.rocksdb import Store as RocksDBStore
 
-from domain import index
+from domain import horizon, index
 from domain.store import MAX_VALUE_BYTES
 from processors.rocks import BudgetedFaustOptions, RocksBudget
 from processors.write_behind import WriteBehindTable
@@ -72,9 +72,24 @@ class Tables:
         """A lookup by key, for the pure code that reads a table (`domain.queries`, `domain.index`)."""
         return lambda key: self.get(name, key, kind)
 
+    def write(self, name: str, writes: dict[str, Any]) -> None:
+        """Each key's new value; None deletes it."""
+        for key, value in writes.items():
+            if value is None:
+                self.delete(name, key)
+            else:
+                self.put(name, key, value)
+
     def add_to_index(self, name: str, space: str, account: str, partition: int, entry: index.Entry) -> None:
-        for key, value in index.additions(self.reader(name), space, account, partition, entry).items():
-            self.put(name, key, value)
+        self.write(name, index.additions(self.reader(name), space, account, partition, entry))
+        self.write(name, horizon.track(self.reader(name), space, account, partition, entry.at))
+
+    def evict(self, name: str, space: str, partition: int, at: int, hot_days: int) -> horizon.Eviction | None:
+        """Takes one account's day past the horizon out of the index in `name`; the caller deletes the rows."""
+        eviction = horizon.evict(self.reader(name), space, partition, at, hot_days)
+        if eviction is not None:
+            self.write(name, eviction.writes)
+        return eviction
 
     async def flush(self, send: Send) -> list[asyncio.Future[Any]]:
         """Send every table's changed keys to its changelog; the acks to wait for."""

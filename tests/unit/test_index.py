@@ -121,14 +121,6 @@ def entry(i: int, call_id: str) -> CallEntry:
     return CallEntry(5 * HOUR + i, call_id, "+14155552671", "+12125550123", "allow")
 
 
-def test_the_day_list_keeps_the_horizon() -> None:
-    store: dict[str, Any] = {}
-    for day in range(index.HORIZON_DAYS + 5):
-        apply(store, CallEntry(day * DAY_MS, f"c{day}", "+1", "+2", "allow"))
-    days = store["idxd|calls|acct|3"]
-    assert len(days) == index.HORIZON_DAYS and days[0] == 5 * DAY_MS
-
-
 def test_the_source_filter_and_the_cursor() -> None:
     entry = CallEntry(5 * HOUR, "c1", "+1", "+2", "allow", "gate")
     assert index.CallFilter(source="gate").matches(entry)

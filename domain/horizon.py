@@ -1,0 +1,59 @@
+"""The hot-table horizon: a call or an alert leaves the worker's tables `hot_days` after its day.
+
+The log keeps it; only the tables forget. Each partition notes, in an index of its own, which accounts
+have records on which day. A fold at event time `at` takes out at most one account's day older than
+`at`'s day minus `hot_days`, so the work per fold stays bounded, and a replay takes out the same
+records at the same events (the time is the events', never the clock). docs/api.md, "Retention".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from domain import index, keys
+from domain.index import Lookup
+from domain.rules import DAY_MS
+
+
+@dataclass(frozen=True)
+class Eviction:
+    account: str
+    # The ids (call ids or alert ids) of the records that leave.
+    items: list[str]
+    # Index writes; None deletes the key.
+    writes: dict[str, Any]
+
+
+def hot_space(space: str) -> str:
+    return f"hot-{space}"
+
+
+def track(read: Lookup, space: str, account: str, partition: int, at: int) -> dict[str, Any]:
+    """The writes that note `account` has `space` records on `at`'s day in `partition` (none when noted).
+
+    The marker alone decides: a marker whose entry a kill lost (`index.additions`) leaves that day in the
+    tables past the horizon, which changes no answer, where looking through the day's pages on every
+    record would cost a read per page of the day's accounts."""
+    day = at - at % DAY_MS
+    name = keys.account_day(account, day)
+    hot = hot_space(space)
+    if read(keys.index_member(hot, "", partition, name)) is not None:
+        return {}
+    return index.additions(read, hot, "", partition, index.DayEntry(day, name))
+
+
+def evict(read: Lookup, space: str, partition: int, at: int, hot_days: int) -> Eviction | None:
+    """One account's day of `space` records in `partition` that is past the horizon at `at`, if any."""
+    cut = at - at % DAY_MS - hot_days * DAY_MS
+    hot = hot_space(space)
+    days: list[int] = read(keys.index_days(hot, "", partition)) or []
+    if not days or days[0] >= cut:
+        return None
+    # A day entry's hour is its day's start.
+    raw, writes = index.pop_newest(read, hot, "", partition, days[0])
+    if raw is None:
+        return Eviction("", [], writes)
+    account, day = keys.split_account_day(str(raw[1]))
+    entries, dropped = index.drop_day(read, space, account, partition, day)
+    return Eviction(account, [str(entry[1]) for entry in entries], {**writes, **dropped})
