@@ -177,3 +177,13 @@ def test_image_installs_the_hash_checked_lock_and_every_package() -> None:
     copied = set(re.findall(r"^COPY (\w+) \1$", dockerfile, re.MULTILINE))
     packages = {name.rstrip("*") for name in project()["tool"]["setuptools"]["packages"]["find"]["include"]}
     assert packages <= copied, packages - copied
+
+
+def test_every_image_the_deployment_pulls_is_pinned_by_digest() -> None:
+    """A tag can be moved to other layers; a digest cannot."""
+    digest = re.compile(r"^\S+:\S+@sha256:[0-9a-f]{64}$")
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    bases = [line.split()[1] for line in dockerfile.splitlines() if line.startswith("FROM ")]
+    assert len(bases) == 2 and all(digest.match(base) for base in bases), bases
+    pulled = [s["image"] for s in compose()["services"].values() if "build" not in s]
+    assert pulled and all(digest.match(image) for image in pulled), pulled
