@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from domain.rules import DetectorRules, LimitRules, LiveRules, PlanRules, Rules, ScoringRules
+from domain.store import MAX_VALUE_BYTES
 
 # `--broker memory`: the in-memory development broker, which `run` then names with this scheme so every
 # client knows to apply its workarounds (infra/kafka.py).
@@ -87,6 +88,9 @@ class Settings:
     fetch_max_wait_ms: int = 500
     # A worker sends its tables' changed keys to their changelogs this often, each key's last value once.
     changelog_flush_ms: int = 200
+    # The largest table row a fold may write; a record whose fold would write more is dead-lettered. Keep it
+    # under the broker's message.max.bytes (1 MiB by default); the folds stay far below it (domain/store.py).
+    max_value_bytes: int = MAX_VALUE_BYTES
     # One block cache for all of a worker's RocksDB databases; their memtables are charged to it.
     rocksdb_memory_mb: int = 32
     # How often the sweep looks for calls and numbers a rule may trip without a further event.

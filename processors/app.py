@@ -88,8 +88,9 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
     view = FeatureView(RocksStore(worker_dir / "features", rocks), settings.rules.scoring)
     mirror = FactMirror(settings, view, generation)
     appender = Appender(settings)
-    tables = Tables(app, settings.partitions, rocks)
+    tables = Tables(app, settings.partitions, rocks, settings.max_value_bytes)
     metrics = WorkerMetrics()
+    replies = ReplyPath(appender, settings.reply_token)
     faults = Faults(settings.faults, Path(settings.data_dir))
     parts = Parts(
         settings=settings,
@@ -101,11 +102,11 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
         view=view,
         mirror=mirror,
         barrier=Barrier(mirror, BARRIER_WAIT_S),
-        replies=ReplyPath(appender, settings.reply_token),
+        replies=replies,
         metrics=metrics,
         generation=generation,
         faults=faults,
-        dead_letters=DeadLetters(appender, metrics),
+        dead_letters=DeadLetters(appender, metrics, replies),
     )
     metrics.rocksdb_bytes.set_function(rocks.cache.get_usage)
     for agents in (agents_calls, agents_detect, agents_alerts, agents_queries, housekeeping):

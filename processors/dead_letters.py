@@ -6,7 +6,8 @@ build a value over the bound), since they come back on every refold. Anything el
 table that is not ready yet, still stops the worker, whose restart folds the record again.
 
 The dead letter names where the record was (topic, partition, offset) and why, never its value: the
-record itself stays in its topic for whoever mends the fold and replays it.
+record itself stays in its topic for whoever mends the fold and replays it. A client waiting for the
+record's answer gets 422 `unprocessable` at once (docs/api.md, Errors) instead of waiting out the deadline.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import orjson
 from infra.clock import now_ms
 from processors.appender import Appender
 from processors.metrics import WorkerMetrics
+from processors.replies import ReplyPath
 from processors.tables import ValueTooLarge
 
 log = logging.getLogger(__name__)
@@ -28,9 +30,10 @@ POISON: tuple[type[Exception], ...] = (msgspec.DecodeError, orjson.JSONDecodeErr
 
 
 class DeadLetters:
-    def __init__(self, appender: Appender, metrics: WorkerMetrics) -> None:
+    def __init__(self, appender: Appender, metrics: WorkerMetrics, replies: ReplyPath) -> None:
         self.appender = appender
         self.metrics = metrics
+        self.replies = replies
 
     async def put(self, name: str, record: Any, error: Exception, pending: list[Any]) -> None:
         """Set `record` of topic `name` aside; its offset is acknowledged once the dead letter is durable."""
@@ -47,3 +50,5 @@ class DeadLetters:
         log.error("a record no fold can handle was set aside", extra={k: letter[k] for k in ("topic", "offset")})
         self.metrics.dead_letters.labels(name).inc()
         pending.append(await self.appender.append("dead_letters", f"{message.topic}:{message.partition}", letter))
+        cause = "value_too_large" if isinstance(error, ValueTooLarge) else "undecodable"
+        await self.replies.reply(record, 422, {"error": "unprocessable", "reason": cause})

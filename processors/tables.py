@@ -15,7 +15,6 @@ import msgspec
 from faust.stores.rocksdb import Store as RocksDBStore
 
 from domain import horizon, index
-from domain.store import MAX_VALUE_BYTES
 from processors.rocks import BudgetedFaustOptions, RocksBudget
 from processors.write_behind import WriteBehindTable
 
@@ -23,14 +22,15 @@ Send = Callable[[str, int, bytes, bytes | None], Awaitable["asyncio.Future[Any]"
 
 
 class ValueTooLarge(Exception):
-    """A fold produced a row over `domain.store.MAX_VALUE_BYTES`."""
+    """A fold produced a row over the bound (`Settings.max_value_bytes`)."""
 
 
 class Tables:
-    def __init__(self, app: faust.App, partitions: int, rocks: RocksBudget) -> None:
+    def __init__(self, app: faust.App, partitions: int, rocks: RocksBudget, max_value_bytes: int) -> None:
         self.app = app
         self.partitions = partitions
         self.rocks = rocks
+        self.max_value_bytes = max_value_bytes
         self.all: dict[str, WriteBehindTable] = {}
 
     def table(self, name: str) -> WriteBehindTable:
@@ -59,7 +59,7 @@ class Tables:
 
     def put(self, name: str, key: str, value: Any) -> None:
         encoded = msgspec.json.encode(value)
-        if len(encoded) > MAX_VALUE_BYTES:
+        if len(encoded) > self.max_value_bytes:
             # Past the bound no changelog could take it: refuse here, so the record is dead-lettered
             # instead of every refold failing on the producer.
             raise ValueTooLarge(f"{name} value of {len(encoded)} bytes")

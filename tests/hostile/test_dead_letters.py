@@ -19,13 +19,17 @@ from tests.service import RunningService, create_account, start_service
 from tests.topics import read_topic
 
 START = {"type": "call.started", "to": "+14155552671", "from": "+12125550123"}
+# Under the bound a plain call's row fits (about 1.9 KB) and a call with the largest legal attrs (about
+# 5.2 KB) does not: the over-bound path, which no legal event reaches at the default 512 KiB.
+VALUE_BOUND = 4096
+LONGEST_ATTRS = {"caller_name": "n" * 128, "carrier": "k" * 128, "geo": {"city": "c" * 128}, "unknown": "u" * 2000}
 
 
 @pytest.fixture(scope="module")
 def service(kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
     """A service of its own: the records written here are on its topics only, and its worker 0 serves
     Prometheus on a port of its own."""
-    env = {"CALLSCREEN_METRICS_PORT": str(free_port_block(2))}
+    env = {"CALLSCREEN_METRICS_PORT": str(free_port_block(2)), "CALLSCREEN_MAX_VALUE_BYTES": str(VALUE_BOUND)}
     running = start_service(tmp_path_factory.mktemp("dead-letters") / "data", kafka, env=env)
     yield running
     running.stop()
@@ -62,3 +66,31 @@ async def test_a_record_no_fold_can_handle_is_set_aside_and_the_partition_goes_o
     assert counted and float(counted[0].split()[-1]) >= 2
     async with http.get(f"{service.base_url}/healthz") as r:
         assert r.status == 200
+
+
+async def test_an_event_whose_row_would_pass_the_bound_is_answered_422_set_aside_and_the_partition_goes_on(
+    service: RunningService, http: aiohttp.ClientSession
+) -> None:
+    """Without the 422 the client waited out the 2 s deadline for a 503, and so did every retry (checked by
+    taking the answer out: 503 `unavailable`)."""
+    settings = service.settings
+    account = await create_account(settings, http, service.base_url)
+    big = {**START, "call_id": "too-big", "attrs": LONGEST_ATTRS}
+    for _ in range(2):  # a retry folds it again and gets the same answer
+        async with http.post(f"{service.base_url}/v1/events", json=big, headers=account.headers) as r:
+            assert (r.status, await r.json()) == (422, {"error": "unprocessable", "reason": "value_too_large"})
+    same_partition = next(
+        call_id
+        for call_id in (f"after-big-{n}" for n in range(100))
+        if partition_for(keys.call(account.account_id, call_id), settings.partitions)
+        == partition_for(keys.call(account.account_id, "too-big"), settings.partitions)
+    )
+    async with http.post(
+        f"{service.base_url}/v1/events", json={**START, "call_id": same_partition}, headers=account.headers
+    ) as r:
+        assert r.status == 200, await r.text()
+    async with http.get(f"{service.base_url}/v1/calls/too-big", headers=account.headers) as r:
+        assert (r.status, await r.json()) == (404, {"error": "not_found"})
+    letters = [orjson.loads(r.value) for r in await read_topic(settings, settings.topic("dead_letters"))]
+    too_large = [letter for letter in letters if letter["reason"].startswith("ValueTooLarge: calls value of ")]
+    assert len(too_large) == 2
