@@ -1,11 +1,13 @@
 """Kills at every step of a fold while events stream in: every acknowledged event's effect exactly once in
-every consumer (the call and account views, the decisions and alerts topics, the alert store, the webhook
-receiver) and a rebuild with the same answers.
+every consumer (the call and account views, the decisions, alerts and deliveries topics, the alert store,
+the webhook receiver) and a rebuild with the same answers.
 
-The worker SIGKILLs itself (processors/faults.py) after a table write, after an append, before an ack and
-before a commit, in turn: CALLSCREEN_TEST_FAULT_KILLS kills (default 4, one per step); `make faults` runs
-50. On the old code the refold after a kill found its own writes and appended nothing: the detector's
-alerts were lost.
+Two workers share the partitions; each SIGKILLs itself (processors/faults.py) after a table write, after
+an append, before an ack and before a commit, in turn: CALLSCREEN_TEST_FAULT_KILLS kills (default 4, one
+per step); `make faults` runs 50. A kill moves the dead worker's partitions to the other until it is back,
+so each worker's view is read while the other refolds. Failed payments on the billing topic are folded by
+the same workers and must raise their alert once. On the old code the refold after a kill found its own
+writes and appended nothing: the detector's alerts were lost.
 
 Two faults it found are fixed: partitions never folded again after the last kill (Faust dropped a fetched
 batch; processors/commits.py, `_refetch_lost_tails`), and a call readable by id but missing from the
@@ -34,6 +36,7 @@ import orjson
 import pytest
 import trustme
 
+from callscreen.admin import Admin
 from domain.alerts import Alert
 from domain.facts import CallDecided, Fact, decode_fact
 from domain.rules import Rules
@@ -46,6 +49,10 @@ from tests.topics import read_topic
 from tests.traffic import NO_SWEEP, assert_same_answers, on_usage_day, past_every_window, script, snapshot
 
 KILLS = int(os.environ.get("CALLSCREEN_TEST_FAULT_KILLS", "4"))
+WORKERS = 2
+# A failed payment on the billing topic every this many events: the first raises the alert, the rest fall
+# inside its cooldown.
+PAYMENT_EVERY = 150
 # Passes of the armed step before the kill: a few folds' work between kills.
 EVERY = 15
 CALLS = 40 + 60 * KILLS
@@ -64,6 +71,7 @@ async def test_kills_at_every_step_lose_nothing_and_count_nothing_twice(
     hook, ca_file = receiver, webhook_ca[1]
     data_dir = tmp_path / "data"
     env = {
+        "CALLSCREEN_WORKERS": str(WORKERS),
         "CALLSCREEN_FAULTS": f"every={EVERY},limit={KILLS}",
         "CALLSCREEN_EVENTS_PER_MINUTE": "100000",
         # Every call is read back by id: 50 kills leave some 3,000 calls, past the default 600 reads a minute.
@@ -81,20 +89,25 @@ async def test_kills_at_every_step_lose_nothing_and_count_nothing_twice(
         async with http.patch(f"{base_url}/v1/account", json=hook_url, headers=account.headers) as r:
             assert r.status == 200
         appended: list[dict[str, Any]] = []
+        payments = 0
         start_times: list[tuple[int, int]] = []
         received_at = now_ms()
-        # More calls than the kills need: the loop stops once every kill is in, however long restarts take.
-        for body in script(41, past_every_window(CALLS), CALLS):
-            sent = now_ms()
-            async with http.post(f"{base_url}/v1/events", json=body, headers=account.headers) as r:
-                # 503 comes only after the append: the event is in the log all the same.
-                assert r.status in (200, 503), (r.status, await r.text())
-            appended.append(body)
-            if body["type"] == "call.started":
-                start_times.append((sent, now_ms()))
-            # Stop between calls once every kill is in: an open call would be ticked by the wall clock.
-            if body["type"] == "call.ended" and len(kills_logged(data_dir)) == KILLS:
-                break
+        async with Admin(settings) as admin:
+            # More calls than the kills need: the loop stops once every kill is in, however long restarts take.
+            for n, body in enumerate(script(41, past_every_window(CALLS), CALLS)):
+                if n % PAYMENT_EVERY == 0:
+                    payments += 1
+                    await admin.payment_failed(account.account_id, 4900, payments)
+                sent = now_ms()
+                async with http.post(f"{base_url}/v1/events", json=body, headers=account.headers) as r:
+                    # 503 comes only after the append: the event is in the log all the same.
+                    assert r.status in (200, 503), (r.status, await r.text())
+                appended.append(body)
+                if body["type"] == "call.started":
+                    start_times.append((sent, now_ms()))
+                # Stop between calls once every kill is in: an open call would be ticked by the wall clock.
+                if body["type"] == "call.ended" and len(kills_logged(data_dir)) == KILLS:
+                    break
         deadline = time.monotonic() + 60
         while len(kills_logged(data_dir)) < KILLS:
             assert time.monotonic() < deadline, kills_logged(data_dir)
@@ -141,12 +154,22 @@ async def test_kills_at_every_step_lose_nothing_and_count_nothing_twice(
         raised = {a.id: a for a in detected.alerts}
         assert raised, "the traffic should raise alerts"
         assert {i: a for i, a in by_id.items() if i in raised} == raised
+        billed = [a for a in by_id.values() if a.type == "billing.payment_failed"]
+        assert [(a.data, a.id) for a in billed] == [({"amount_cents": 4900, "attempt": 1}, billed[0].id)]
         folded = Counter((a.type, orjson.dumps(a.data).decode()) for a in harness.folded_alerts)
-        assert Counter((a.type, orjson.dumps(a.data).decode()) for i, a in by_id.items() if i not in raised) == folded
+        from_calls = Counter((a.type, orjson.dumps(a.data).decode()) for i, a in by_id.items() if i not in raised)
+        assert from_calls - Counter({("billing.payment_failed", orjson.dumps(billed[0].data).decode()): 1}) == folded
         listed = await all_alert_ids(http, base_url, account.headers)
         assert sorted(listed) == sorted(by_id)
         deliveries = Counter(orjson.loads(r.body)["id"] for r in hook.received)
         assert deliveries == Counter(by_id.keys())
+        # The alerting role's ledger: one attempt and one outcome per alert, none skipped.
+        ledger = Counter(
+            (d["alert_id"], d["kind"])
+            for d in map(orjson.loads, (r.value for r in await read_topic(settings, settings.topic("deliveries"))))
+            if d["kind"].startswith("delivery.")
+        )
+        assert ledger == Counter({(i, kind): 1 for i in by_id for kind in ("delivery.attempt", "delivery.outcome")})
 
         # A rebuild folds the same log into the same answers.
         callers = sorted({s["from"] for s in starts})[:10]
