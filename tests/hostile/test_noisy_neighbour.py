@@ -4,8 +4,9 @@ and another account's alerts still arrive at once (docs/api.md, Alert delivery).
 from __future__ import annotations
 
 import math
+import statistics
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,14 +71,15 @@ async def flood(http: aiohttp.ClientSession, service: RunningService, account: A
 async def probe(
     http: aiohttp.ClientSession, service: RunningService, account: AccountKeys, receiver: Receiver, n: int
 ) -> float:
-    """Raise one call.suspicious (a 49 s caller turn: recording_likely) and return the seconds from the
-    answer to the event that raised it until the receiver has it."""
+    """Raise one call.suspicious (a 49 s caller turn: recording_likely) and return the seconds from sending
+    the event that raises it until the receiver has the alert."""
     call_id = f"probe-{n}"
     started = now_ms() - 60_000
     start = {"type": "call.started", "call_id": call_id, "to": TO, "from": f"+1646555{n:04d}"}
     await post(http, service, account, {**start, "at": format_ms(started)})
     turn = {"type": "turn.started", "call_id": call_id, "role": "user", "at": format_ms(started + 1000)}
     await post(http, service, account, turn)
+    raised = time.monotonic()
     answer = await post(
         http,
         service,
@@ -85,12 +87,13 @@ async def probe(
         {"type": "turn.ended", "call_id": call_id, "role": "user", "at": format_ms(started + 50_000)},
     )
     assert answer["flags"] == ["recording_likely"]
-    raised = time.monotonic()
     prefix = f"/ok/{account.account_id}"
 
     def arrival() -> float | None:
         for r in receiver.received:
-            if r.path.startswith(prefix) and orjson.loads(r.body)["data"].get("call_id") == call_id:
+            alert = orjson.loads(r.body)
+            # The probes' consecutive callers raise caller alerts about the same calls: only this one counts.
+            if r.path.startswith(prefix) and alert["type"] == "call.suspicious" and alert["data"]["call_id"] == call_id:
                 return r.at
         return None
 
@@ -126,7 +129,10 @@ async def skipped(service: RunningService, account: AccountKeys, reason: str) ->
 
 @pytest.mark.timeout(180)
 async def test_a_flood_toward_a_hanging_receiver_delays_no_other_account(
-    noisy_service: RunningService, receiver: Receiver, http: aiohttp.ClientSession
+    noisy_service: RunningService,
+    receiver: Receiver,
+    http: aiohttp.ClientSession,
+    record_property: Callable[[str, object], None],
 ) -> None:
     noisy = await create_account(noisy_service.settings, http, noisy_service.base_url)
     quiet = await create_account(noisy_service.settings, http, noisy_service.base_url)
@@ -142,6 +148,12 @@ async def test_a_flood_toward_a_hanging_receiver_delays_no_other_account(
     first = min(r.at for r in receiver.received if r.path.startswith(hanging))
 
     latencies = [await probe(http, noisy_service, quiet, receiver, n) for n in range(PROBES)]
+    # Reported with -s (and as properties in --junitxml): with 10 probes the nearest-rank p99 is the maximum.
+    shown = [round(s, 3) for s in latencies]
+    median, worst = statistics.median(latencies), p99(latencies)
+    record_property("probe_latencies_s", shown)
+    record_property("probe_p99_s", round(worst, 3))
+    print(f"\nprobes, s: {shown}; max {max(latencies):.3f}, median {median:.3f}, p99 {worst:.3f}")
     assert p99(latencies) < 2.0, latencies
 
     # The flood holds its own account's slots and no more: until the first of its POSTs times out, exactly

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import aiohttp
@@ -55,10 +56,18 @@ async def client(
 @pytest.mark.timeout(60 + RUNS * CALLS // 4)  # a hang guard: thousands of events through one service
 @pytest.mark.parametrize("run", range(RUNS))
 async def test_every_event_after_an_answered_start_finds_its_call(
-    busy_service: RunningService, http: aiohttp.ClientSession, run: int
+    busy_service: RunningService, http: aiohttp.ClientSession, run: int, record_property: Callable[[str, object], None]
 ) -> None:
     accounts = [await create_account(busy_service.settings, http, busy_service.base_url) for _ in range(CLIENTS)]
+    started = time.monotonic()
     counts = await asyncio.gather(*(client(http, busy_service.base_url, accounts[i], run, i) for i in range(CLIENTS)))
+    elapsed = time.monotonic() - started
     total = sum(counts, Counter())
+    # Reported with -s (and as properties in --junitxml). A client fails at its first answer other than 200,
+    # so a run that reaches this line reports 0 answered 404.
+    events, not_found = sum(total.values()), sum(n for (_, status), n in total.items() if status == 404)
+    for name, value in (("calls", CALLS), ("events", events), ("status_404", not_found), ("elapsed_s", elapsed)):
+        record_property(name, round(value, 1))
+    print(f"\nrun {run}: {CALLS} calls, {events} events, {not_found} answered 404, {elapsed:.1f} s")
     kinds = ("call.started", "turn.started", "interruption", "call.ended")
     assert total == Counter({(kind, 200): CALLS for kind in kinds})
