@@ -24,14 +24,25 @@ def run_row(result: dict[str, Any], label: str = "") -> str:
     return (
         f"| {name} | {result['offered']} / {s['count']} | {result['throughput_ok_per_s']:g} | {ms(s['p50_ms'])} | "
         f"{ms(s['p99_ms'])} | {ms(s['p999_ms'])} | {ms(s['max_ms'])} | {errors} "
-        f"| {'—' if lag is None else lag} |"
+        f"| {'—' if lag is None else lag} | {cpu_cell(result.get('cpu_pct'))} |"
     )
+
+
+CPU_ROLES = ("edge", "worker", "broker", "load")
+
+
+def cpu_cell(shares: dict[str, float] | None) -> str:
+    """Edge / worker / broker / load generator, percent of one core each, and their sum out of 200 on 2 cores."""
+    if not shares:
+        return "—"
+    parts = [f"{shares[role]:.0f}" if role in shares else "—" for role in CPU_ROLES]
+    return f"{' / '.join(parts)} (Σ {sum(shares.values()):.0f})"
 
 
 RUN_HEADER = (
     "| offered /s | requests offered / measured | 2xx /s | p50 ms | p99 ms | p99.9 ms | max ms | non-2xx / failed "
-    "| max worker lag |\n"
-    "|---:|---:|---:|---:|---:|---:|---:|---|---:|"
+    "| max worker lag | CPU % edge / worker / broker / load |\n"
+    "|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"
 )
 
 

@@ -16,6 +16,7 @@ import json
 import os
 import platform
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -33,6 +34,7 @@ from bench.service import (
     Progress,
     Service,
     broker_label,
+    cpu_seconds,
     create_accounts,
     create_topic,
     jvm_heap_mb,
@@ -124,6 +126,7 @@ class Bench:
 
         if track_lag:
             lag_task = asyncio.create_task(sample_lag())
+        cpu = CpuShares(self.service)
         try:
             result = await in_process(spec)
         finally:
@@ -133,6 +136,7 @@ class Bench:
                     await lag_task
         self.calls_driven += int(result.get("calls", 0))
         result["max_lag"] = max_lag if track_lag else None
+        result["cpu_pct"] = cpu.shares()
         s = result["all"]
         self.log(
             f"{prefix}: {mode} @ {rate:g}/s -> ok {result['throughput_ok_per_s']}/s p50 {s['p50_ms']} "
@@ -173,6 +177,34 @@ class Bench:
             self.log(f"{name}: search stopped by the time budget")
         best = max(passed, default=None)
         return {"steps": steps, "sustainable": best, "complete": bool(failed and passed) or best == LADDER[-1]}
+
+
+class CpuShares:
+    """Each process's CPU over a load run, in percent of one core: where a machine's two cores went."""
+
+    def __init__(self, service: Service) -> None:
+        self.pids = {role_name(name): pid for name, pid in service.processes().items()}
+        self.before = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        # The load generator is a child of this process, reaped when its run ends.
+        self.children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.started = time.monotonic()
+
+    def shares(self) -> dict[str, float]:
+        wall = max(time.monotonic() - self.started, 1e-9)
+        out: dict[str, float] = {}
+        for name, pid in self.pids.items():
+            before, after = self.before[name], cpu_seconds(pid)
+            if before is not None and after is not None:
+                out[name] = round(100 * (after - before) / wall)
+        now = resource.getrusage(resource.RUSAGE_CHILDREN)
+        used = now.ru_utime + now.ru_stime - self.children.ru_utime - self.children.ru_stime
+        out["load"] = round(100 * used / wall)
+        return out
+
+
+def role_name(process: str) -> str:
+    """`edge (callscreen run)` -> `edge`: the report's column names."""
+    return process.split(" ", 1)[0]
 
 
 def sustainable(result: dict[str, Any]) -> bool:

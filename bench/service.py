@@ -262,6 +262,17 @@ def read_cmdline(pid: int) -> list[str]:
         return []
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU seconds the process has used, from /proc/<pid>/stat, or None when it is gone."""
+    try:
+        stat = (Path("/proc") / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    # Fields after the command name, which is in parentheses and may hold spaces: utime and stime are 14, 15.
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mb(pid: int) -> tuple[float, float] | None:
     """(VmRSS, VmHWM) in MB from /proc/<pid>/status, or None when the process is gone."""
     try:
