@@ -24,7 +24,9 @@ from processors.metrics import WorkerMetrics
 from processors.tables import Tables
 
 log = logging.getLogger(__name__)
-Held = tuple[Any, Any, list["asyncio.Future[Any]"]]
+# A folded event: its stream, the event, the acks of what its fold appended, and its partition's assignment
+# (`Commits.revoked`) when it was handed over.
+Held = tuple[Any, Any, list["asyncio.Future[Any]"], int]
 # A stream waiting this long with its partition's position past its next record has lost those records.
 LOST_AFTER_S = 2.0
 
@@ -48,6 +50,12 @@ class Commits:
         self._refetching: dict[tuple[str, int], int] = {}
         # Per topic, since when its agent has been waiting for the next record (absent while it folds one).
         self._idle_since: dict[str, float] = {}
+        # How many times each partition was revoked: an event handed over before a revocation is not acknowledged.
+        self._revocations: dict[tuple[str, int], int] = {}
+        # Folds under way in every agent, and an event set whenever none is.
+        self._folding = 0
+        self._no_fold = asyncio.Event()
+        self._no_fold.set()
 
     async def folds(self, stream: Any, name: str) -> AsyncIterator[tuple[Any, list[asyncio.Future[Any]]]]:
         """The stream's events, each with a list for the acks of what folding it appended."""
@@ -57,11 +65,19 @@ class Commits:
             topic = event.message.topic
             self._idle_since.pop(topic, None)
             if not await self._skipped_before(event):
+                revocations = self._revocations.get((topic, event.message.partition), 0)
                 started = time.perf_counter()
                 pending: list[asyncio.Future[Any]] = []
-                yield event, pending
+                self._folding += 1
+                self._no_fold.clear()
+                try:
+                    yield event, pending
+                finally:
+                    self._folding -= 1
+                    if not self._folding:
+                        self._no_fold.set()
                 histogram.observe(time.perf_counter() - started)
-                self._unflushed.append((manual, event, pending))
+                self._unflushed.append((manual, event, pending, revocations))
             self._idle_since[topic] = time.monotonic()
 
     async def _skipped_before(self, event: Any) -> bool:
@@ -138,8 +154,26 @@ class Commits:
     def revoked(self, partitions: set[Any]) -> None:
         """Another worker may fold these partitions before they come back: forget where they were."""
         for tp in partitions:
-            self._next.pop((tp.topic, tp.partition), None)
-            self._refetching.pop((tp.topic, tp.partition), None)
+            key = (tp.topic, tp.partition)
+            self._next.pop(key, None)
+            self._refetching.pop(key, None)
+            self._revocations[key] = self._revocations.get(key, 0) + 1
+
+    async def hand_over(self, timeout_s: float) -> None:
+        """Before a rebalance hands partitions on: until no fold is under way and every table write folded
+        so far is on its changelog.
+
+        The next owner recovers a partition from its changelog up to the end it finds. A fold that went
+        on past the revocation (Faust does not wait for the event an agent holds) or a changelog record
+        still in flight would land after that end, behind the new owner's writes of the same key, and a
+        later recovery would bring the older value back: a call ended, then open again."""
+        try:
+            await asyncio.wait_for(self._no_fold.wait(), timeout_s)
+            await self.flush()
+            if self._last_flush is not None:
+                await asyncio.wait_for(asyncio.shield(self._last_flush), timeout_s)
+        except TimeoutError:
+            log.warning("handing partitions over before what was folded is durable", extra={"folding": self._folding})
 
     async def flush(self) -> int:
         """Send every table's changed keys to its changelog; once they, every earlier flush's and what the
@@ -162,7 +196,7 @@ class Commits:
         if previous is not None and not await previous:
             return False
         try:
-            for ack in written + [ack for _, _, pending in held for ack in pending]:
+            for ack in written + [ack for _, _, pending, _ in held for ack in pending]:
                 await ack
         except Exception as exc:
             # The fold is ahead of the log: stop, so a restart refolds from the last committed offset.
@@ -170,8 +204,13 @@ class Commits:
             await self.app.crash(exc)
             return False
         self.faults.at("before_ack")
-        for stream, event, _ in held:
-            await stream.ack(event)
+        for stream, event, _, revocations in held:
+            # After a revocation the consumer's bookkeeping of the partition starts again from its committed
+            # offset, and Faust commits past one unacknowledged offset at its head: an acknowledgement from
+            # before could commit an event the partition's next fold never saw. Its next owner folds it again.
+            message = event.message
+            if self._revocations.get((message.topic, message.partition), 0) == revocations:
+                await stream.ack(event)
         if held:
             self.faults.at("before_commit")
         return True

@@ -18,6 +18,9 @@ from infra.follow import TopicFollower
 from infra.metrics import record_lag
 from processors.parts import Parts
 
+# Within the rebalance timeout (processors/app.py), so the group does not give up on this worker.
+HAND_OVER_S = 4.0
+
 
 def register(w: Parts) -> None:
     app, settings = w.app, w.settings
@@ -54,10 +57,15 @@ def register(w: Parts) -> None:
 
     async def revoked(sender: Any, revoked: Any, **kwargs: Any) -> None:
         # The next owner recovers these partitions from their changelogs: hand over what is folded.
+        w.progress.rebalanced()
         w.commits.revoked(set(revoked))
-        await w.commits.flush()
+        await w.commits.hand_over(HAND_OVER_S)
+
+    async def assigned(sender: Any, assigned: Any, **kwargs: Any) -> None:
+        w.progress.rebalanced()
 
     app.on_partitions_revoked.connect(cast(Any, revoked))
+    app.on_partitions_assigned.connect(cast(Any, assigned))
 
     async def observe(replay: dict[str, dict[str, list[int]]], positions: dict[Any, int]) -> None:
         """Metrics of the heartbeat's moment: replay left per topic, and the lag of every consumer."""

@@ -17,6 +17,8 @@ class Progress:
         self.generation = generation
         # Next offset to fold per (topic short name, partition): what a heartbeat reports.
         self.positions: dict[tuple[str, int], int] = {}
+        # Whether this worker holds every events partition, known until the next rebalance.
+        self._holds_all: bool | None = None
 
     def folded(self, name: str, event: Any) -> bool:
         """Note an event as folded; True when it is a replay (below the generation's targets)."""
@@ -41,7 +43,16 @@ class Progress:
         return True
 
     def holds_every_partition(self) -> bool:
-        """True when this worker alone folds the events topic: its own facts are then the whole log's."""
-        topic = self.settings.topic("events")
-        held = {tp.partition for tp in self.app.consumer.assignment() if tp.topic == topic}
-        return len(held) == self.settings.partitions
+        """True when this worker alone folds the events topic: its own facts are then the whole log's.
+
+        Asked for every event; the consumer's assignment, which builds a set on each call, is read again
+        only after a rebalance (`rebalanced`)."""
+        if self._holds_all is None:
+            topic = self.settings.topic("events")
+            held = {tp.partition for tp in self.app.consumer.assignment() if tp.topic == topic}
+            self._holds_all = len(held) == self.settings.partitions
+        return self._holds_all
+
+    def rebalanced(self) -> None:
+        """The assignment may have changed: read it again when next asked."""
+        self._holds_all = None
