@@ -27,6 +27,7 @@ from processors.replies import ReplyPath
 from processors.rocks import RocksBudget
 from processors.rocks_store import RocksStore
 from processors.tables import Tables
+from processors.unclean import UncleanMark
 
 # The longest a fold waits for its own facts to be applied (a rebalance can move the partition away).
 BARRIER_WAIT_S = 1.0
@@ -83,6 +84,8 @@ def faust_credentials(settings: Settings) -> Any:
 
 def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> faust.App:
     """One worker: its parts, then each agent registered around them."""
+    unclean = UncleanMark(worker_dir, worker_dir / "faust")
+    unclean.start()
     app = make_faust_app(settings, generation.app_id(settings), worker_dir / "faust")
     rocks = RocksBudget(settings.rocksdb_memory_mb)
     view = FeatureView(RocksStore(worker_dir / "features", rocks), settings.rules.scoring)
@@ -97,7 +100,7 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
         app=app,
         tables=tables,
         appender=appender,
-        commits=Commits(app, tables, appender, metrics, faults),
+        commits=Commits(app, settings.topic, tables, appender, metrics, faults),
         progress=Progress(settings, app, generation),
         view=view,
         mirror=mirror,
@@ -107,6 +110,7 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
         generation=generation,
         faults=faults,
         dead_letters=DeadLetters(appender, metrics, replies),
+        unclean=unclean,
     )
     metrics.rocksdb_bytes.set_function(rocks.cache.get_usage)
     for agents in (agents_calls, agents_detect, agents_alerts, agents_queries, housekeeping):

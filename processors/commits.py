@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import faust
@@ -19,7 +19,7 @@ from faust.types import TP
 
 from processors.appender import Appender
 from processors.faults import Faults
-from processors.faust_tuning import read_offset
+from processors.faust_tuning import committed_offset, read_offset
 from processors.metrics import WorkerMetrics
 from processors.tables import Tables
 
@@ -33,9 +33,16 @@ LOST_AFTER_S = 2.0
 
 class Commits:
     def __init__(
-        self, app: faust.App, tables: Tables, appender: Appender, metrics: WorkerMetrics, faults: Faults
+        self,
+        app: faust.App,
+        topic_name: Callable[[str], str],
+        tables: Tables,
+        appender: Appender,
+        metrics: WorkerMetrics,
+        faults: Faults,
     ) -> None:
         self.app = app
+        self.topic_name = topic_name
         self.faults = faults
         self.tables = tables
         self.appender = appender
@@ -56,12 +63,17 @@ class Commits:
         self._folding = 0
         self._no_fold = asyncio.Event()
         self._no_fold.set()
+        # Set by a clean stop: no event is folded after it (those left are refolded by the next start).
+        self._closing = False
 
     async def folds(self, stream: Any, name: str) -> AsyncIterator[tuple[Any, list[asyncio.Future[Any]]]]:
         """The stream's events, each with a list for the acks of what folding it appended."""
         manual = stream.noack()
         histogram = self.metrics.fold_seconds.labels(name)
+        self._idle_since[self.topic_name(name)] = time.monotonic()
         async for event in manual.events():
+            if self._closing:
+                continue
             topic = event.message.topic
             self._idle_since.pop(topic, None)
             if not await self._skipped_before(event):
@@ -90,9 +102,11 @@ class Commits:
         message = event.message
         key = (message.topic, message.partition)
         expected = self._next.get(key)
-        if expected is not None and message.offset < expected:
+        if expected is None:
+            expected = await self._assignment_start(key)
+        if message.offset < expected:
             return True  # handed over again after a seek: folded already
-        if expected is not None and message.offset > expected:
+        if message.offset > expected:
             if self._refetching.get(key) != expected:
                 log.warning(
                     "the stream skipped records; fetching them again",
@@ -104,6 +118,18 @@ class Commits:
         self._refetching.pop(key, None)
         self._next[key] = message.offset + 1
         return False
+
+    async def _assignment_start(self, key: tuple[str, int]) -> int:
+        """Where folding a newly assigned partition starts: its committed offset, else its log's start.
+
+        Faust can drop the first records after an assignment as it drops a batch cut short by a
+        rebalance (`_refetch_lost_tails`), and a partition's first event then came after records no
+        one folded: a turn answered 404 because its call's start was never folded."""
+        tp = TP(*key)
+        committed = committed_offset(self.app.consumer, tp)
+        if committed is not None:
+            return committed
+        return int((await self.app.consumer.earliest_offsets(tp))[tp])
 
     async def _seek_if_overtaken(self, key: tuple[str, int]) -> None:
         """Seek back to the first missing record unless the consumer will already hand it over next.
@@ -136,11 +162,15 @@ class Commits:
         if self.app.rebalancing or self.app.consumer is None:
             return
         now = time.monotonic()
-        assigned = self.app.consumer.assignment()
-        for key, expected in list(self._next.items()):
-            since = self._idle_since.get(key[0])
-            tp = TP(*key)
-            if since is None or now - since < LOST_AFTER_S or key in self._refetching or tp not in assigned:
+        for tp in self.app.consumer.assignment():
+            key = (tp.topic, tp.partition)
+            # Only the topics folded here have an idle time (a changelog's partitions are assigned too).
+            since = self._idle_since.get(tp.topic)
+            if since is None or now - since < LOST_AFTER_S or key in self._refetching:
+                continue
+            # A partition with no event yet in this assignment starts at its committed offset.
+            expected = self._next.get(key, committed_offset(self.app.consumer, tp))
+            if expected is None:
                 continue
             position = await self.app.consumer.position(tp)
             if position is not None and position > expected:
@@ -159,9 +189,9 @@ class Commits:
             self._refetching.pop(key, None)
             self._revocations[key] = self._revocations.get(key, 0) + 1
 
-    async def hand_over(self, timeout_s: float) -> None:
+    async def hand_over(self, timeout_s: float) -> bool:
         """Before a rebalance hands partitions on: until no fold is under way and every table write folded
-        so far is on its changelog.
+        so far is on its changelog. True when it got there.
 
         The next owner recovers a partition from its changelog up to the end it finds. A fold that went
         on past the revocation (Faust does not wait for the event an agent holds) or a changelog record
@@ -170,10 +200,17 @@ class Commits:
         try:
             await asyncio.wait_for(self._no_fold.wait(), timeout_s)
             await self.flush()
-            if self._last_flush is not None:
-                await asyncio.wait_for(asyncio.shield(self._last_flush), timeout_s)
+            if self._last_flush is None:
+                return True
+            return await asyncio.wait_for(asyncio.shield(self._last_flush), timeout_s)
         except TimeoutError:
             log.warning("handing partitions over before what was folded is durable", extra={"folding": self._folding})
+            return False
+
+    async def close(self, timeout_s: float) -> bool:
+        """At a clean stop: fold nothing more, then hand everything over (`hand_over`)."""
+        self._closing = True
+        return await self.hand_over(timeout_s)
 
     async def flush(self) -> int:
         """Send every table's changed keys to its changelog; once they, every earlier flush's and what the

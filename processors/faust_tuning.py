@@ -50,6 +50,12 @@ def read_offset(consumer: Any, tp: Any) -> int | None:
     return None if offset is None else int(offset)
 
 
+def committed_offset(consumer: Any, tp: Any) -> int | None:
+    """Faust's committed offset of a partition, as it sought there when the partition was assigned."""
+    offset = consumer._committed_offset.get(tp)
+    return None if offset is None else int(offset)
+
+
 def hold_commits_at_gaps() -> None:
     original = consumer_module.Consumer._new_offset
 
