@@ -2,20 +2,24 @@
 every consumer (the call and account views, the decisions, alerts and deliveries topics, the alert store,
 the webhook receiver) and a rebuild with the same answers.
 
-The worker SIGKILLs itself (processors/faults.py) after a table write, after an append, before an ack and
-before a commit, in turn: CALLSCREEN_TEST_FAULT_KILLS kills (default 4, one per step); `make faults` runs
-50. Failed payments on the billing topic are folded by the same worker and must raise their alert once.
-On the old code the refold after a kill found its own writes and appended nothing: the detector's alerts
-were lost.
+Two workers of one consumer group share the partitions; each SIGKILLs itself (processors/faults.py) after
+a table write, after an append, before an ack and before a commit, in turn: CALLSCREEN_TEST_FAULT_KILLS
+kills (default 4, one per step); `make faults` runs 50. A kill moves the dead worker's partitions to the
+other until it is back, so each worker's view is read while the other refolds.
+CALLSCREEN_TEST_FAULT_WORKERS=1 runs one worker. Failed payments on the billing topic are folded by the
+same workers and must raise their alert once. On the old code the refold after a kill found its own writes
+and appended nothing: the detector's alerts were lost.
 
-CALLSCREEN_TEST_FAULT_WORKERS=2 runs two workers of one consumer group, each killed in turn, so a kill
-moves partitions between them. That form does not pass yet: effects of acknowledged events go missing
-when partitions move back and forth (docs/hostile-runs.md, "Two workers under kills").
-
-Two faults it found are fixed: partitions never folded again after the last kill (Faust dropped a fetched
-batch; processors/commits.py, `_refetch_lost_tails`), and a call readable by id but missing from the
-listing until a rebuild (its start refolded on a row the kill kept, while the index came back older;
-`domain.calls.listing_entry`, `domain.index.additions`).
+Faults it found are fixed:
+- partitions never folded again after the last kill (Faust dropped a fetched batch; processors/commits.py,
+  `_refetch_lost_tails`);
+- a call readable by id but missing from the listing until a rebuild (its start refolded on a row the kill
+  kept, while the index came back older; `domain.calls.listing_entry`, `domain.index.additions`);
+- with two workers, a turn answered 404 `unknown_call`: the worker the partition moved to began after
+  records Faust had dropped, with no earlier position to show the gap (`Commits._assignment_start`);
+- with two workers, acknowledged effects missing once a partition moved: the refold after a kill found the
+  rows the killed run had written locally but never sent to the changelog, wrote nothing, and the next
+  owner recovered the partition without them (processors/unclean.py).
 
 The detectors' alerts are checked against `detect_in_order` over the decisions topic, not against the
 posting order: a number's facts come from calls on different event partitions, and after a kill the worker
@@ -52,7 +56,7 @@ from tests.topics import read_topic
 from tests.traffic import NO_SWEEP, assert_same_answers, on_usage_day, past_every_window, script, snapshot
 
 KILLS = int(os.environ.get("CALLSCREEN_TEST_FAULT_KILLS", "4"))
-WORKERS = int(os.environ.get("CALLSCREEN_TEST_FAULT_WORKERS", "1"))
+WORKERS = int(os.environ.get("CALLSCREEN_TEST_FAULT_WORKERS", "2"))
 # A failed payment on the billing topic every this many events: the first raises the alert, the rest fall
 # inside its cooldown.
 PAYMENT_EVERY = 150
