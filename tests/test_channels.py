@@ -175,15 +175,33 @@ async def until(predicate: Any, timeout_s: float) -> None:
 
 async def every_message_settled(service: RunningService, account: AccountKeys, expected: int) -> None:
     """Until at least `expected` (alert, channel, destination) have records, each its last one: skipped,
-    or an outcome."""
+    or an outcome; then until `GET /v1/alerts` shows them (the worker folds the alerts and the deliveries
+    topics on its own, after the alerting role appended to them)."""
+    settled: list[dict[str, Any]] = []
 
     async def done() -> bool:
         records = await channel_records(service, account)
         started = {(r["alert_id"], r["channel"], r["to"]) for r in records}
         ended = {(r["alert_id"], r["channel"], r["to"]) for r in records if r["kind"] != "channel.attempt"}
+        settled[:] = records
         return len(started) >= expected and started == ended
 
     await until(done, 30)
+    shown = {
+        (r["alert_id"], r["channel"]): any(
+            o.get("delivered") for o in settled if o["alert_id"] == r["alert_id"] and o["channel"] == r["channel"]
+        )
+        for r in settled
+    }
+    async with aiohttp.ClientSession() as http:
+
+        async def listed() -> bool:
+            delivered = {
+                alert["id"]: alert["delivered"] for alert in await rate_alerts(http, service, account, kind="")
+            }
+            return all(delivered.get(alert_id, {}).get(channel) is sent for (alert_id, channel), sent in shown.items())
+
+        await until(listed, 30)
 
 
 async def test_an_alert_email_is_multipart_text_and_html_with_the_link(
