@@ -36,6 +36,7 @@ class Commits:
         self,
         app: faust.App,
         topic_name: Callable[[str], str],
+        source_topics: frozenset[str],
         tables: Tables,
         appender: Appender,
         metrics: WorkerMetrics,
@@ -43,6 +44,7 @@ class Commits:
     ) -> None:
         self.app = app
         self.topic_name = topic_name
+        self.source_topics = source_topics
         self.faults = faults
         self.tables = tables
         self.appender = appender
@@ -103,10 +105,10 @@ class Commits:
         key = (message.topic, message.partition)
         expected = self._next.get(key)
         if expected is None:
-            expected = await self._assignment_start(key)
-        if message.offset < expected:
+            expected = self._assignment_start(key)
+        if expected is not None and message.offset < expected:
             return True  # handed over again after a seek: folded already
-        if message.offset > expected:
+        if expected is not None and message.offset > expected:
             if self._refetching.get(key) != expected:
                 log.warning(
                     "the stream skipped records; fetching them again",
@@ -119,17 +121,18 @@ class Commits:
         self._next[key] = message.offset + 1
         return False
 
-    async def _assignment_start(self, key: tuple[str, int]) -> int:
-        """Where folding a newly assigned partition starts: its committed offset, else its log's start.
+    def _assignment_start(self, key: tuple[str, int]) -> int | None:
+        """Where folding a newly assigned partition starts: its committed offset; with none, offset 0 of a
+        source topic (it keeps every record), and unknown for a working topic (its start moves).
 
         Faust can drop the first records after an assignment as it drops a batch cut short by a
         rebalance (`_refetch_lost_tails`), and a partition's first event then came after records no
-        one folded: a turn answered 404 because its call's start was never folded."""
-        tp = TP(*key)
-        committed = committed_offset(self.app.consumer, tp)
+        one folded: a turn answered 404 because its call's start was never folded. No broker request
+        here: on the consumer's connection it would wait behind the long poll of a fetch."""
+        committed = committed_offset(self.app.consumer, TP(*key))
         if committed is not None:
             return committed
-        return int((await self.app.consumer.earliest_offsets(tp))[tp])
+        return 0 if key[0] in self.source_topics else None
 
     async def _seek_if_overtaken(self, key: tuple[str, int]) -> None:
         """Seek back to the first missing record unless the consumer will already hand it over next.
