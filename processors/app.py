@@ -8,11 +8,10 @@ from typing import Any
 import faust
 
 from domain.features import FeatureView
-from infra.control import Generation
+from infra.control import SOURCE_TOPICS, Generation
 from infra.kafka import MEMORY_BATCH_BYTES, bootstrap, fetch_wait_ms, tls_context
 from infra.metrics import serve as serve_metrics
 from infra.settings import Settings
-from infra.topics import topic_specs
 from processors import agents_alerts, agents_calls, agents_detect, agents_queries, housekeeping
 from processors.appender import Appender
 from processors.barrier import Barrier
@@ -83,11 +82,6 @@ def faust_credentials(settings: Settings) -> Any:
     return None
 
 
-def source_topics(settings: Settings) -> frozenset[str]:
-    """The topics that keep every record (`infra.topics`)."""
-    return frozenset(spec.name for spec in topic_specs(settings) if spec.source)
-
-
 def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> faust.App:
     """One worker: its parts, then each agent registered around them."""
     unclean = UncleanMark(worker_dir, worker_dir / "faust")
@@ -106,7 +100,9 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
         app=app,
         tables=tables,
         appender=appender,
-        commits=Commits(app, settings.topic, source_topics(settings), tables, appender, metrics, faults),
+        commits=Commits(
+            app, settings.topic, frozenset(map(settings.topic, SOURCE_TOPICS)), tables, appender, metrics, faults
+        ),
         progress=Progress(settings, app, generation),
         view=view,
         mirror=mirror,
