@@ -54,7 +54,8 @@ class Tables:
 
     def get(self, name: str, key: str, kind: Any) -> Any:
         """The row under `key` decoded as `kind` (a struct, a union of structs, a plain type), or None."""
-        raw = self.all[name].get(key.encode())
+        # The store itself: the table's own mapping looks a key up twice (membership, then the value).
+        raw = self.all[name].data.get(key.encode())
         return None if raw is None else msgspec.json.decode(raw, type=kind)
 
     def put(self, name: str, key: str, value: Any) -> None:
