@@ -89,7 +89,8 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
     app = make_faust_app(settings, generation.app_id(settings), worker_dir / "faust")
     rocks = RocksBudget(settings.rocksdb_memory_mb)
     view = FeatureView(RocksStore(worker_dir / "features", rocks), settings.rules.scoring)
-    mirror = FactMirror(settings, view, generation)
+    progress = Progress(settings, app, generation)
+    mirror = FactMirror(settings, view, generation, progress.holds_every_partition)
     appender = Appender(settings)
     tables = Tables(app, settings.partitions, rocks, settings.max_value_bytes)
     metrics = WorkerMetrics()
@@ -103,7 +104,7 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
         commits=Commits(
             app, settings.topic, frozenset(map(settings.topic, SOURCE_TOPICS)), tables, appender, metrics, faults
         ),
-        progress=Progress(settings, app, generation),
+        progress=progress,
         view=view,
         mirror=mirror,
         barrier=Barrier(mirror, BARRIER_WAIT_S),

@@ -4,6 +4,12 @@ It applies this worker's own facts as they are appended (`own`: a start then rea
 starts before it with no round trip through the broker) and every worker's facts as a group-less
 consumer reads them back; applying is idempotent by fact id, so each counts once. The consumer's
 offsets live in the feature store beside what they cover, so a restart resumes where the view left off.
+
+While this worker folds every events partition, its own facts are the whole log's and are in the view
+as they are appended: reading them back is bookkeeping, so the mirror then reads in batches, one fetch
+per `BATCH_S` at most, instead of a fetch per record (docs/benchmarks.md: a third of the broker's CPU
+while folding a backlog). While the partitions are shared, the barrier waits on the mirror, which
+then fetches as soon as a record lands.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 import msgspec
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -23,11 +30,16 @@ from infra.kafka import make_consumer
 from infra.settings import Settings
 
 log = logging.getLogger(__name__)
+BATCH_S = 0.02
 
 
 class FactMirror:
-    def __init__(self, settings: Settings, view: FeatureView, generation: Generation) -> None:
+    def __init__(
+        self, settings: Settings, view: FeatureView, generation: Generation, alone: Callable[[], bool]
+    ) -> None:
         self.settings = settings
+        # True while this worker folds every events partition (`Progress.holds_every_partition`).
+        self.alone = alone
         self.view = view
         self.decisions = settings.topic("decisions")
         self.deliveries = settings.topic("deliveries")
@@ -72,6 +84,8 @@ class FactMirror:
                 self._check()
                 async with self.moved:
                     self.moved.notify_all()
+                if batches and self.caught_up.is_set() and self.alone():
+                    await asyncio.sleep(BATCH_S)
         finally:
             await consumer.stop()
             await offsets.stop()
