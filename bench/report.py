@@ -154,6 +154,14 @@ def render(r: dict[str, Any], command: str) -> str:
         f"for {float(r['args'].get('start_seconds', 20)):g} s",
         "",
     ]
+    warmup = r.get("warmup")
+    if warmup:
+        s = warmup["all"]
+        out += [
+            f"After {float(r['args'].get('warmup_seconds', 0)):g} s at the same rate, not measured (a fresh broker's "
+            f"JVM is still compiling: that warm-up answered with p50 {s['p50_ms']} ms, p99 {s['p99_ms']} ms).",
+            "",
+        ]
     fixed = r.get("starts_fixed")
     if fixed:
         out += [RUN_HEADER, run_row(fixed), ""]
