@@ -49,6 +49,7 @@ from domain.fairness import FairQueues
 from domain.times import parse_ms
 from infra.clock import now_ms
 from infra.follow import TopicFollower
+from infra.heap import freeze_startup_objects
 from infra.kafka import make_consumer, make_producer, partitions
 from infra.metrics import record_lag, serve
 from infra.resolver import PublicResolver
@@ -573,4 +574,5 @@ async def run_alerting(settings: Settings) -> None:
         loop.add_signal_handler(sig, stop.set)
     alerting = Alerting(settings)
     serve(settings, alerting.metrics.registry)
+    freeze_startup_objects()
     await alerting.run(stop)

@@ -21,6 +21,7 @@ from aiohttp import web
 from callscreen.admin import Admin
 from callscreen.broker import StartedBroker, broker_to_start, forget_broker, record_broker
 from callscreen.localkafka import BrokerUnavailable, die_with_this_process
+from infra.heap import freeze_startup_objects
 from infra.kafka import BrokerUnreachable, TopicProblem, ensure_topics
 from infra.sealing import SecretKeyProblem, ensure_key, key_file, sealer_for
 from infra.settings import Settings, to_env
@@ -104,6 +105,7 @@ async def serve_edge(settings: Settings, stop: asyncio.Event, demo: bool) -> Non
             if stop.is_set():
                 return
             await asyncio.sleep(0.05)
+        freeze_startup_objects()
         print(f"callscreen ready on http://{settings.host}:{settings.port}", flush=True)
         if demo:
             await print_demo(settings)

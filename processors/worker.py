@@ -10,6 +10,7 @@ from pathlib import Path
 import faust
 
 from infra.control import current_generation, log_identity
+from infra.heap import freeze_startup_objects
 from infra.kafka import ensure_changelogs
 from infra.settings import Settings
 from processors.app import create_app
@@ -30,6 +31,7 @@ def run_worker(settings: Settings) -> None:
     app = create_app(settings, worker_dir, generation)
     asyncio.run(ensure_changelogs(settings, [table.changelog_topic.get_topic_name() for table in app.tables.values()]))
     worker = faust.Worker(app, loglevel=settings.log_level, quiet=True, override_logging=False)
+    freeze_startup_objects()
     worker.execute_from_commandline()
 
 
