@@ -97,7 +97,7 @@ def render(r: dict[str, Any], command: str) -> str:
     out: list[str] = [
         "# Benchmarks" + (" on the memory broker (Tansu)" if memory else ""),
         "",
-        f"Written by `bench/run.py`; rerun with `{rerun}` (about five minutes). Numbers from one run on one",
+        f"Written by `bench/run.py`; rerun with `{rerun}` (about nine minutes). Numbers from one run on one",
         "small machine; the load generator, the broker and the service share its cores, so read them as",
         "orders of magnitude and for relative comparisons, not as capacity planning figures.",
         "",
@@ -147,7 +147,9 @@ def render(r: dict[str, Any], command: str) -> str:
         "  no account nears its 1,200 events/min limit. Calls still open when a run ends are closed afterwards,",
         "  unmeasured, and the next run waits until the worker has folded everything (heartbeat positions).",
         "- Sustainable rate: the highest offered rate on the ladder "
-        "25/50/100/150/200/300/400/500/750/1000/1500/2000/3000 whose p99 < 50 ms with < 1% errors.",
+        "25/50/100/150/200/300/400/500/750/1000/1500/2000/3000 whose p99 < 50 ms with < 1% errors, "
+        f"each step offering its rate for {float(r['args'].get('step_seconds', 10)):g} s: "
+        "the search stops at the first step that fails, so one stall in a step decides it.",
         "- Worker lag: end offsets of the events topic minus the fold positions the worker heartbeats each second.",
         "",
         f"## (a) `call.started` only at {float(r['args'].get('start_rate', 200)):g}/s "

@@ -527,12 +527,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--start-rate", type=float, default=200.0, help="scenario (a): call.started per second")
     parser.add_argument("--start-seconds", type=float, default=20.0, help="scenario (a): seconds of arrivals")
     parser.add_argument("--warmup-seconds", type=float, default=15.0, help="unmeasured call.started before (a)")
-    parser.add_argument("--step-seconds", type=float, default=6.0, help="seconds of arrivals per search step")
+    parser.add_argument("--step-seconds", type=float, default=10.0, help="seconds of arrivals per search step")
     parser.add_argument("--turn-start", type=float, default=150, choices=LADDER, help="first rate of the turn search")
     parser.add_argument("--bare-start", type=float, default=750, choices=LADDER, help="first rate of the bare search")
     parser.add_argument("--start-search-from", type=float, default=100, choices=LADDER)
     parser.add_argument("--close-rate", type=float, default=300.0, help="call.ended/s that close leftover calls")
-    parser.add_argument("--budget", type=float, default=305.0, help="seconds for the whole run")
+    parser.add_argument("--budget", type=float, default=400.0, help="seconds for the whole run")
     parser.add_argument(
         "--reserve", type=float, default=90.0, help="seconds the searches leave for the baselines and fold phase"
     )
