@@ -80,11 +80,12 @@ def auth(settings: Settings) -> dict[str, Any]:
     return found
 
 
-def fetch_wait_ms(settings: Settings, follower: bool = False) -> int:
-    """How long the broker may hold an empty fetch (on Kafka it answers as soon as a record lands)."""
+def fetch_wait_ms(settings: Settings, follower: bool = False, folding: bool = False) -> int:
+    """How long the broker may hold an empty fetch (on Kafka it answers as soon as a record lands);
+    `folding` is the consumer a worker folds its topics with."""
     if settings.memory_broker:
         return MEMORY_FOLLOW_WAIT_MS if follower else MEMORY_FETCH_WAIT_MS
-    return settings.fetch_max_wait_ms
+    return settings.worker_fetch_max_wait_ms if folding else settings.fetch_max_wait_ms
 
 
 def make_producer(settings: Settings, **extra: Any) -> AIOKafkaProducer:

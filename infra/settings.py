@@ -88,7 +88,7 @@ class Settings:
     fetch_max_wait_ms: int = 500
     # The same for the consumer a worker folds its topics with. A broker holds one fetch per connection at a
     # time: a long poll on its quiet partitions keeps the busy ones, whose records were being folded when it
-    # was sent, from being fetched again until it ends (docs/benchmarks.md, "The long poll").
+    # was sent, from being fetched again until it ends (docs/architecture.md, "The long poll").
     worker_fetch_max_wait_ms: int = 20
     # A worker sends its tables' changed keys to their changelogs this often, each key's last value once.
     changelog_flush_ms: int = 200

@@ -35,8 +35,7 @@ BARRIER_WAIT_S = 1.0
 
 def make_faust_app(settings: Settings, app_id: str, datadir: Path) -> faust.App:
     """A Faust app with the worker's settings (also the bench's Faust floor)."""
-    wait_ms = fetch_wait_ms(settings) if settings.memory_broker else settings.worker_fetch_max_wait_ms
-    tune_consumer(wait_ms, settings.memory_broker)
+    tune_consumer(fetch_wait_ms(settings, folding=True), settings.memory_broker)
     hold_commits_at_gaps()
     extra: dict[str, Any] = {}
     if settings.memory_broker:
