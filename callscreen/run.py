@@ -81,14 +81,14 @@ async def supervise(settings: Settings, children: Children, stop: asyncio.Event,
 
 
 def stop_processes(children: Children) -> None:
-    processes = [process for _, _, process in children]
-    for process in processes:
+    for _, _, process in children:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
-    for process in processes:
+    for role, index, process in children:
         try:
             process.wait(timeout=STOP_GRACE_S)
         except subprocess.TimeoutExpired:
+            log.warning("child did not stop in time; killing it", extra={"child": role, "index": index})
             process.kill()
             process.wait()
 

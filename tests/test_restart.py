@@ -99,6 +99,7 @@ async def test_stop_and_crash_keep_every_answer_key_alert_and_delivery(
     finally:
         assert first.stop() == 0
     assert gone(broker_pids(data_dir)), "a clean stop stops the broker last"
+    assert "did not stop in time" not in (tmp_path / "data.log").read_text(), "a clean stop stops every role"
 
     second = start_service(data_dir, env=env)
     doomed = service_pids(second)
