@@ -19,6 +19,7 @@ from processors.commits import Commits
 from processors.dead_letters import DeadLetters
 from processors.faults import Faults
 from processors.faust_tuning import hold_commits_at_gaps, tune_consumer
+from processors.inline_consumer import consume_inline
 from processors.metrics import WorkerMetrics
 from processors.mirror import FactMirror
 from processors.parts import Parts
@@ -86,6 +87,7 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
     """One worker: its parts, then each agent registered around them."""
     unclean = UncleanMark(worker_dir, worker_dir / "faust")
     unclean.start()
+    consume_inline()
     app = make_faust_app(settings, generation.app_id(settings), worker_dir / "faust")
     rocks = RocksBudget(settings.rocksdb_memory_mb)
     view = FeatureView(RocksStore(worker_dir / "features", rocks), settings.rules.scoring)

@@ -1,0 +1,72 @@
+"""Faust's Kafka consumer run on the worker's own event loop instead of a thread of its own.
+
+Faust runs aiokafka in a second thread and hands every fetch, seek and commit across with a method
+queue and a cross-thread wake-up. In this worker that hand-off was a large part of each record's
+cost: the two threads took turns at the GIL, and each fetch, each result and each rebalance callback
+woke the other loop (docs/profiles/README.md, "A fourth look"). Here the "thread" is a plain service
+on the app's loop: the same aiokafka consumer, the same calls, awaited directly. Faust's own
+reason for the thread, a main loop too busy to heartbeat, does not hold here: a fold yields between
+records, and aiokafka heartbeats from a task of its own.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from faust.transport.drivers import aiokafka as driver
+from mode import Service
+
+
+class InlineConsumerThread(driver.AIOKafkaConsumerThread):
+    """Faust's consumer service without its thread: its loop is the app's loop."""
+
+    def __init__(self, consumer: Any, **kwargs: Any) -> None:
+        loop = kwargs.pop("loop")
+        super().__init__(consumer, loop=loop, thread_loop=loop, **kwargs)
+
+    # Back to a plain service's start and stop: no thread to start, wait for or join, and no thread
+    # to signal that it has shut down (a stop would wait a minute for it).
+    wait_for_shutdown = False
+    start = Service.start
+    maybe_start = Service.maybe_start
+    stop = Service.stop
+    set_shutdown = Service.set_shutdown
+    _new_shutdown_event = Service._new_shutdown_event
+    _stopped_set = Service._stopped_set
+    _stop_children = Service._stop_children
+    _stop_futures = Service._stop_futures
+    _stop_exit_stacks = Service._stop_exit_stacks
+
+    async def crash(self, exc: BaseException) -> None:
+        await Service.crash(self, exc)
+
+    async def on_stop(self) -> None:
+        await self.on_thread_stop()
+
+    async def call_thread(self, fun: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        # Like Faust's method queue, it takes plain functions as well as coroutine functions.
+        result = fun(*args, **kwargs)
+        return await result if inspect.isawaitable(result) else result
+
+    async def cast_thread(self, fun: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        await self.call_thread(fun, *args, **kwargs)
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        await self.consumer.on_partitions_revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: Any, generation_id: int = 0) -> None:
+        await self.consumer.on_partitions_assigned(assigned, generation_id)
+
+
+class InlineConsumer(driver.Consumer):
+    """Faust's aiokafka consumer, with `InlineConsumerThread` in place of its thread."""
+
+    def _new_consumer_thread(self) -> driver.AIOKafkaConsumerThread:
+        return InlineConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+
+def consume_inline() -> None:
+    """Every Faust app made after this consumes on its own loop (the worker's, not the bench's floor)."""
+    driver.Transport.Consumer = InlineConsumer
