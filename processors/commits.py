@@ -103,9 +103,7 @@ class Commits:
         """
         message = event.message
         key = (message.topic, message.partition)
-        expected = self._next.get(key)
-        if expected is None:
-            expected = self._assignment_start(key)
+        expected = self._expected(key)
         if expected is not None and message.offset < expected:
             return True  # handed over again after a seek: folded already
         if expected is not None and message.offset > expected:
@@ -120,6 +118,11 @@ class Commits:
         self._refetching.pop(key, None)
         self._next[key] = message.offset + 1
         return False
+
+    def _expected(self, key: tuple[str, int]) -> int | None:
+        """The offset of the next record to fold from a partition, None when it is not known."""
+        expected = self._next.get(key)
+        return self._assignment_start(key) if expected is None else expected
 
     def _assignment_start(self, key: tuple[str, int]) -> int | None:
         """Where folding a newly assigned partition starts: its committed offset; with none, offset 0 of a
@@ -171,8 +174,7 @@ class Commits:
             since = self._idle_since.get(tp.topic)
             if since is None or now - since < LOST_AFTER_S or key in self._refetching:
                 continue
-            # A partition with no event yet in this assignment starts at its committed offset.
-            expected = self._next.get(key, committed_offset(self.app.consumer, tp))
+            expected = self._expected(key)
             if expected is None:
                 continue
             position = await self.app.consumer.position(tp)
