@@ -146,9 +146,10 @@ class Bench:
 
     async def settle(self, timeout_s: float = 30.0) -> float:
         """Wait for the worker to fold what the last run left behind, so runs do not overlap."""
-        waited = await self.progress.wait_drained(min(timeout_s, max(1.0, self.budget.left() - 5)), slack=8)
+        wait_s = min(timeout_s, max(1.0, self.budget.left() - 5))
+        waited = await self.progress.wait_drained(wait_s, slack=8)
         if waited == float("inf"):
-            self.log(f"worker still behind after {timeout_s:.0f}s (lag {await self.progress.lag()})")
+            self.log(f"worker still behind after {wait_s:.0f}s (lag {await self.progress.lag()})")
         return waited
 
     async def search(
