@@ -5,8 +5,8 @@ queue and a cross-thread wake-up. In this worker that hand-off was a large part 
 cost: the two threads took turns at the GIL, and each fetch, each result and each rebalance callback
 woke the other loop (docs/profiles/README.md, "A fourth look"). Here the "thread" is a plain service
 on the app's loop: the same aiokafka consumer, the same calls, awaited directly. Faust's own
-reason for the thread, a main loop too busy to heartbeat, does not hold here: a fold yields between
-records, and aiokafka heartbeats from a task of its own.
+reason for the thread, a main loop too busy to heartbeat, does not hold here: aiokafka heartbeats
+from a task of its own, and a fold holds the loop for milliseconds against a 10 s session timeout.
 """
 
 from __future__ import annotations
