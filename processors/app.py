@@ -34,6 +34,17 @@ from processors.unclean import UncleanMark
 BARRIER_WAIT_S = 1.0
 
 
+def poll_records(settings: Settings) -> int:
+    """Records one poll hands to the agents: at most what fits above the buffer's high-water mark once
+    from each partition of a topic.
+
+    Faust stops fetching a partition once its agent's buffer is 4/5 full (mode's FlowControlQueue), but a
+    poll hands over everything fetched already. Unbounded, that is a megabyte per partition: it filled
+    the buffer, and the consumer then waited for room with every other agent's records behind it, the
+    detector's among them (docs/architecture.md, "Backlogs")."""
+    return max(1, settings.worker_stream_buffer // (5 * settings.partitions))
+
+
 def make_faust_app(settings: Settings, app_id: str, datadir: Path) -> faust.App:
     """A Faust app with the worker's settings (also the bench's Faust floor)."""
     tune_consumer(fetch_wait_ms(settings, folding=True), settings.memory_broker)
@@ -62,6 +73,8 @@ def make_faust_app(settings: Settings, app_id: str, datadir: Path) -> faust.App:
         broker_rebalance_timeout=10.0,
         broker_commit_interval=0.5,
         stream_wait_empty=False,
+        broker_max_poll_records=poll_records(settings),
+        stream_buffer_maxsize=settings.worker_stream_buffer,
         key_serializer="raw",
         value_serializer="raw",
         **extra,
