@@ -42,13 +42,15 @@ def small_buffer_service(kafka: str, tmp_path: Path) -> Iterator[RunningService]
     running.stop()
 
 
-def start(account: AccountKeys, call_id: str, caller: str, at: int) -> tuple[bytes, bytes]:
-    """A `call.started` as the edge appends it: its key and its record."""
-    body = {"type": "call.started", "call_id": call_id, "to": NUMBER, "from": caller, "at": format_ms(at)}
-    event = parse_event(
-        body, Stamp(uuid.uuid4().hex, account.account_id, account.plan, now_ms()), TimeBounds.of(LimitRules())
-    )
-    return keys.call(account.account_id, call_id).encode(), msgspec.json.encode(event)
+def started(call_id: str, caller: str, at: int) -> dict[str, Any]:
+    return {"type": "call.started", "call_id": call_id, "to": NUMBER, "from": caller, "at": format_ms(at)}
+
+
+def as_appended(account: AccountKeys, body: dict[str, Any]) -> tuple[bytes, bytes]:
+    """An event body as the edge appends it: its key and its record."""
+    stamp = Stamp(uuid.uuid4().hex, account.account_id, account.plan, now_ms())
+    event = parse_event(body, stamp, TimeBounds.of(LimitRules()))
+    return keys.call(account.account_id, body["call_id"]).encode(), msgspec.json.encode(event)
 
 
 def same_partition(account: AccountKeys, partitions: int, count: int) -> list[str]:
@@ -89,16 +91,16 @@ async def test_a_backlog_bigger_than_the_buffer_folds_without_a_stall(
     watched = await create_account(settings, http, service.base_url)
     base = now_ms() - 3_600_000
     # Many callers to one number: every start of `busy` waits for the detector's fold of the one before.
-    records = [start(busy, f"f{i}", f"+1646{2_000_000 + i:07d}", base + i) for i in range(FILLERS)]
+    records = [as_appended(busy, started(f"f{i}", f"+1646{2_000_000 + i:07d}", base + i)) for i in range(FILLERS)]
     # One caller, seven calls in seven minutes, behind half the backlog: the sixth is over the rate and the
     # detector blocks the caller before the seventh. The calls share a partition, so they are folded in the
     # order they were sent, as a client that waits for each answer would have them.
     caller = "+16465550100"
     bodies = []
     for n, call_id in enumerate(same_partition(watched, settings.partitions, 7)):
-        at = base + n * MIN
-        bodies.append({"type": "call.started", "call_id": call_id, "to": NUMBER, "from": caller, "at": format_ms(at)})
-        records.insert(FILLERS // 2 + n * 10, start(watched, call_id, caller, at))
+        body = started(call_id, caller, base + n * MIN)
+        bodies.append(body)
+        records.insert(FILLERS // 2 + n * 10, as_appended(watched, body))
     await append(settings, records)
     await settled(settings, timeout_s=120)
 
