@@ -54,8 +54,7 @@ class Tables:
 
     def get(self, name: str, key: str, kind: Any) -> Any:
         """The row under `key` decoded as `kind` (a struct, a union of structs, a plain type), or None."""
-        # The store itself: the table's own mapping looks a key up twice (membership, then the value).
-        raw = self.all[name].data.get(key.encode())
+        raw = self.all[name].read(key.encode())
         return None if raw is None else msgspec.json.decode(raw, type=kind)
 
     def put(self, name: str, key: str, value: Any) -> None:
@@ -64,10 +63,10 @@ class Tables:
             # Past the bound no changelog could take it: refuse here, so the record is dead-lettered
             # instead of every refold failing on the producer.
             raise ValueTooLarge(f"{name} value of {len(encoded)} bytes")
-        self.all[name][key.encode()] = encoded
+        self.all[name].write(key.encode(), encoded)
 
     def delete(self, name: str, key: str) -> None:
-        self.all[name].pop(key.encode(), None)
+        self.all[name].write(key.encode(), None)
 
     def reader(self, name: str, kind: Any = Any) -> Callable[[str], Any]:
         """A lookup by key, for the pure code that reads a table (`domain.queries`, `domain.index`)."""
