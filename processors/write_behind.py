@@ -78,10 +78,15 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
         dirty, self._dirty = self._dirty, {}
         topic = self.changelog_topic_name
         acks = []
+        last: dict[int, asyncio.Future[Any]] = {}
         for (partition, key), value in dirty.items():
             ack = await send(topic, partition, key, value)
-            ack.add_done_callback(self._persisted)
             acks.append(ack)
+            last[partition] = ack
+        # A partition's records are acknowledged in order, so its last one carries the offset to store;
+        # storing each one was a RocksDB write per record.
+        for ack in last.values():
+            ack.add_done_callback(self._persisted)
         return acks
 
     def _persisted(self, ack: asyncio.Future[Any]) -> None:
