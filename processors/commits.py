@@ -223,7 +223,7 @@ class Commits:
         interleave. Returns how many changelog records it sent."""
         async with self._flush_lock:
             held, self._unflushed = self._unflushed, []
-            written = await self.tables.flush(self.appender.outbox.send)
+            written = await self.tables.flush(self.appender.send_changelog)
             # An event's writes may have gone out with an earlier flush, still in flight.
             task = asyncio.create_task(self._ack_when_durable(held, written, self._last_flush))
             self._last_flush = task

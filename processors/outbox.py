@@ -51,6 +51,29 @@ class Outbox:
                 continue
             delivery.add_done_callback(functools.partial(_settle, ack))
 
+    async def send_batch(
+        self, topic: str, partition: int, records: list[tuple[bytes, bytes | None]]
+    ) -> list[asyncio.Future[Any]]:
+        """Queue records for a partition nothing else sends to, as few batches as hold them.
+
+        Each returned ack settles with its batch's last record's metadata. A record sent on its own cost
+        a future, a queue hop and the producer's per-record bookkeeping; a changelog flush sends
+        thousands at once (docs/profiles/README.md, "Changelog batches").
+        """
+        producer = await self._producer()
+        acks = []
+        batch, count = producer.create_batch(), 0
+        for key, value in records:
+            if batch.append(key=key, value=value, timestamp=None) is None:
+                acks.append(await _submit(producer, batch, count, topic, partition))
+                batch, count = producer.create_batch(), 0
+                # A batch's first record always fits, whatever its size.
+                batch.append(key=key, value=value, timestamp=None)
+            count += 1
+        if count:
+            acks.append(await _submit(producer, batch, count, topic, partition))
+        return acks
+
     async def stop(self) -> None:
         """Stop the senders; records still queued are never acknowledged, so their events refold."""
         for task in self._senders:
@@ -69,3 +92,25 @@ def _settle(ack: asyncio.Future[Any], delivery: asyncio.Future[Any]) -> None:
         ack.set_exception(error)
     else:
         ack.set_result(delivery.result())
+
+
+async def _submit(
+    producer: AIOKafkaProducer, batch: Any, count: int, topic: str, partition: int
+) -> asyncio.Future[Any]:
+    ack: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    try:
+        delivery = await producer.send_batch(batch, topic, partition=partition)
+    except Exception as exc:
+        ack.set_exception(exc)
+        return ack
+    delivery.add_done_callback(functools.partial(_settle_batch, ack, count))
+    return ack
+
+
+def _settle_batch(ack: asyncio.Future[Any], count: int, delivery: asyncio.Future[Any]) -> None:
+    """The batch's metadata names its first record's offset; the ack names its last one's."""
+    if delivery.cancelled() or delivery.exception() is not None:
+        _settle(ack, delivery)
+    elif not ack.done():
+        first = delivery.result()
+        ack.set_result(first._replace(offset=first.offset + count - 1))

@@ -7,7 +7,7 @@ Values are msgspec JSON; each read names the type it expects, so a table's rows 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import faust
@@ -16,9 +16,7 @@ from faust.stores.rocksdb import Store as RocksDBStore
 
 from domain import horizon, index
 from processors.rocks import BudgetedFaustOptions, RocksBudget
-from processors.write_behind import WriteBehindTable
-
-Send = Callable[[str, int, bytes, bytes | None], Awaitable["asyncio.Future[Any]"]]
+from processors.write_behind import SendBatch, WriteBehindTable
 
 
 class ValueTooLarge(Exception):
@@ -91,9 +89,9 @@ class Tables:
             self.write(name, eviction.writes)
         return eviction
 
-    async def flush(self, send: Send) -> list[asyncio.Future[Any]]:
+    async def flush(self, send_batch: SendBatch) -> list[asyncio.Future[Any]]:
         """Send every table's changed keys to its changelog; the acks to wait for."""
         written: list[asyncio.Future[Any]] = []
         for table in self.all.values():
-            written += await table.flush_changelog(send)
+            written += await table.flush_changelog(send_batch)
         return written

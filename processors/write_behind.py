@@ -30,8 +30,8 @@ from faust.stores.rocksdb import Store as RocksDBStore
 from faust.streams import current_event
 from rocksdict import Rdict
 
-# Queues one changelog record (topic, partition, key, value or None to delete); returns its ack.
-Send = Callable[[str, int, bytes, bytes | None], Awaitable["asyncio.Future[Any]"]]
+# Queues a partition's changelog records (topic, partition, [(key, value or None to delete)]); returns their acks.
+SendBatch = Callable[[str, int, list[tuple[bytes, bytes | None]]], Awaitable[list["asyncio.Future[Any]"]]]
 
 
 class WriteBehindTable(faust.Table[bytes, bytes]):
@@ -73,20 +73,19 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
         db: Rdict = store._db_for_partition(partition)
         return db
 
-    async def flush_changelog(self, send: Send) -> list[asyncio.Future[Any]]:
+    async def flush_changelog(self, send_batch: SendBatch) -> list[asyncio.Future[Any]]:
         """Queue the dirty keys' last values on the changelog; returns the acks to wait for."""
         dirty, self._dirty = self._dirty, {}
-        topic = self.changelog_topic_name
-        acks = []
-        last: dict[int, asyncio.Future[Any]] = {}
+        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
         for (partition, key), value in dirty.items():
-            ack = await send(topic, partition, key, value)
-            acks.append(ack)
-            last[partition] = ack
-        # A partition's records are acknowledged in order, so its last one carries the offset to store;
-        # storing each one was a RocksDB write per record.
-        for ack in last.values():
-            ack.add_done_callback(self._persisted)
+            by_partition.setdefault(partition, []).append((key, value))
+        acks = []
+        for partition, records in by_partition.items():
+            sent = await send_batch(self.changelog_topic_name, partition, records)
+            # A partition's batches are acknowledged in order, so its last one carries the offset to store;
+            # storing each record's was a RocksDB write per record.
+            sent[-1].add_done_callback(self._persisted)
+            acks += sent
         return acks
 
     def _persisted(self, ack: asyncio.Future[Any]) -> None:
