@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__)
     parser.add_argument("--phase", choices=("soak", "overload", "both"), default="both")
     parser.add_argument(
-        "--sustainable", type=float, default=500.0, help="the sustainable turn-traffic rate docs/benchmarks.md found"
+        "--sustainable", type=float, default=1000.0, help="the sustainable turn-traffic rate docs/benchmarks.md found"
     )
     parser.add_argument("--minutes", type=float, default=10.0, help="length of the soak")
     parser.add_argument("--accounts", type=int, default=800, help="guard accounts, 25 protected numbers each")
