@@ -10,7 +10,7 @@ import pytest
 from processors.inline_consumer import _Resumed
 
 
-async def test_a_Resumed_coroutine_gets_each_result_it_waits_for_and_returns_its_value() -> None:
+async def test_a_resumed_coroutine_gets_each_result_it_waits_for_and_returns_its_value() -> None:
     loop = asyncio.get_running_loop()
     first: asyncio.Future[int] = loop.create_future()
     second: asyncio.Future[int] = loop.create_future()
