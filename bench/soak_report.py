@@ -142,7 +142,9 @@ def overload_section(results: dict[str, Any], command: str) -> str:
             f"## Recovery from overload: {high:g} events/s for {step:g} s, then {low:g}",
             "",
             header(results, command) + " Twice the sustainable turn rate, then half of it; p99 per 5 s of"
-            " intended send times, and the largest worker lag sampled in each 5 s (once a second).",
+            " intended send times, and the largest worker lag sampled in each 5 s (once a second). A call whose"
+            " start failed still sends its turns and end: answered when the edge gave up on the start past its"
+            " deadline (it is in the log), 404s (errors, counted at their own times) when it never got there.",
             "",
             "![p99 per 5 s through the overload and after the drop](overload.png)",
             "",
@@ -152,12 +154,18 @@ def overload_section(results: dict[str, Any], command: str) -> str:
             f" acknowledged events ({lost['acknowledged_events']} events acknowledged; each call read back"
             " through `GET /v1/calls/{call_id}`: its turns and its end)."
             + (f" Examples: {'; '.join(lost['examples'])}." if lost["examples"] else ""),
+            f"- Errors by kind (the commonest): {errors_by_kind(over['result'])}.",
             "",
             *table,
             "",
             end,
         ]
     )
+
+
+def errors_by_kind(result: dict[str, Any]) -> str:
+    kinds = result.get("error_samples") or {}
+    return "; ".join(f"{count} × `{kind}`" for kind, count in kinds.items()) or "none"
 
 
 def fmt_seconds(value: float) -> str:
