@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import math
 import os
 import random
@@ -170,6 +171,7 @@ async def drive(spec: Spec) -> dict[str, Any]:
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
     url = f"{spec.base_url}/v1/events"
     error_bodies: Counter[str] = Counter()
+    skipped = 0
     # Per call: its account's key, then the events of each type the service acknowledged.
     acknowledged: dict[str, dict[str, Any]] = {}
 
@@ -179,14 +181,22 @@ async def drive(spec: Spec) -> dict[str, Any]:
         t0 = loop.time() + 0.5
 
         async def one_call(key: str, events: list[tuple[float, dict[str, Any], bool]]) -> None:
+            nonlocal skipped
             headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+            # Where the call's start failed: a platform gives up monitoring a call it could not start, so
+            # its turns are not sent. Each counts as an error (infinitely slow) at that failure's time, not
+            # at its own: the failure is the start's, and a later window would charge it to a service that
+            # may by then have recovered.
+            failed_at: float | None = None
             acks: Counter[str] = Counter()
             if spec.ledger and events:
                 acknowledged[str(events[0][1]["call_id"])] = {"key": key, "acks": acks}
-            # Every event is sent, even after its call's start failed: a start the edge gave up on (503
-            # past the answer deadline) stays in the log and its turns are answered; one that never
-            # reached the log makes them 404s, which count as errors at their own times.
             for offset, body, measured in events:
+                if failed_at is not None and body["type"] != "call.ended":
+                    if measured:
+                        skipped += 1
+                        samples.append(Sample(body["type"], failed_at, math.inf, 0, 0.0))
+                    continue
                 intended = t0 + offset
                 delay = intended - loop.time()
                 if delay > 0:
@@ -203,9 +213,20 @@ async def drive(spec: Spec) -> dict[str, Any]:
                             acks[body["type"]] += 1
                 except (TimeoutError, aiohttp.ClientError) as exc:
                     error_bodies[type(exc).__name__] += 1
-                latency = loop.time() - intended if status else math.inf
+                done = loop.time()
+                latency = done - intended if status else math.inf
                 sample = Sample(body["type"], offset, latency, status, sent - intended)
-                (samples if measured else unmeasured).append(sample)
+                if failed_at is not None:
+                    if measured:
+                        skipped += 1
+                        samples.append(Sample(body["type"], failed_at, math.inf, 0, 0.0))
+                    unmeasured.append(sample)
+                else:
+                    (samples if measured else unmeasured).append(sample)
+                if body["type"] == "call.started" and not 200 <= status < 300:
+                    # Its end is still sent (unmeasured): a start the edge gave up on (503 past the answer
+                    # deadline) stays in the log.
+                    failed_at = offset
 
         tasks = [asyncio.create_task(one_call(key, events)) for key, events in plan.calls]
         last = max((events[-1][0] for _, events in plan.calls if events), default=0.0)
@@ -214,7 +235,7 @@ async def drive(spec: Spec) -> dict[str, Any]:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
     offered = sum(1 for _, events in plan.calls for _, _, measured in events if measured)
-    extra: dict[str, Any] = {"calls": len(plan.calls)}
+    extra: dict[str, Any] = {"skipped": skipped, "calls": len(plan.calls)}
     if spec.ledger:
         extra["ledger"] = {call: {"key": a["key"], "acks": dict(a["acks"])} for call, a in acknowledged.items()}
     return summarise(spec, samples, unmeasured, offered, error_bodies) | extra
@@ -395,9 +416,48 @@ async def in_process(spec: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+class CollectorPauses:
+    """The longest pause of the cyclic garbage collector in this process, as `gc.callbacks` see it."""
+
+    def __init__(self) -> None:
+        self.started = 0.0
+        self.longest_ms = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self.started = time.perf_counter()
+        else:
+            self.longest_ms = max(self.longest_ms, (time.perf_counter() - self.started) * 1000)
+
+
+async def keep_collector_young(interval_s: float = 1.0) -> None:
+    """Collect the young generations, then move every survivor out of the collector's view.
+
+    The plan and the samples live until the run ends. Left in view, each full collection walks all of
+    them and holds this loop while it does: hundreds of thousands of objects into an overload run, a
+    pause every request in flight waits out and the latencies charge to the service.
+    """
+    while True:
+        await asyncio.sleep(interval_s)
+        gc.collect(1)
+        gc.freeze()
+
+
+async def run(spec: Spec) -> dict[str, Any]:
+    pauses = CollectorPauses()
+    gc.callbacks.append(pauses)
+    gc.freeze()
+    young = asyncio.create_task(keep_collector_young())
+    try:
+        result = await (drive_gate(spec) if spec.mode == "gate" else drive(spec))
+    finally:
+        young.cancel()
+    return result | {"loadgen_gc_max_pause_ms": round(pauses.longest_ms, 1)}
+
+
 def main() -> None:
     spec = Spec.from_json(orjson.loads(sys.stdin.buffer.read()))
-    result = asyncio.run(drive_gate(spec) if spec.mode == "gate" else drive(spec))
+    result = asyncio.run(run(spec))
     sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
     sys.stdout.flush()
 

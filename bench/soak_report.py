@@ -142,9 +142,8 @@ def overload_section(results: dict[str, Any], command: str) -> str:
             f"## Recovery from overload: {high:g} events/s for {step:g} s, then {low:g}",
             "",
             header(results, command) + " Twice the sustainable turn rate, then half of it; p99 per 5 s of"
-            " intended send times, and the largest worker lag sampled in each 5 s (once a second). A call whose"
-            " start failed still sends its turns and end: answered when the edge gave up on the start past its"
-            " deadline (it is in the log), 404s (errors, counted at their own times) when it never got there.",
+            " intended send times, and the largest worker lag sampled in each 5 s (once a second). The turns and"
+            " end of a call whose start failed are not sent and count as errors in the window of that start.",
             "",
             "![p99 per 5 s through the overload and after the drop](overload.png)",
             "",
@@ -155,6 +154,8 @@ def overload_section(results: dict[str, Any], command: str) -> str:
             " through `GET /v1/calls/{call_id}`: its turns and its end)."
             + (f" Examples: {'; '.join(lost['examples'])}." if lost["examples"] else ""),
             f"- Errors by kind (the commonest): {errors_by_kind(over['result'])}.",
+            "- The load generator's longest garbage-collector pause:"
+            f" {over['result'].get('loadgen_gc_max_pause_ms')} ms (latency it would charge to the service).",
             "",
             *table,
             "",
