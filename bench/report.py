@@ -212,6 +212,7 @@ def render(r: dict[str, Any], command: str) -> str:
         "",
     ]
     out += floor_section(r.get("faust_floor") or [], fold.get("per_s"), consumer.get("per_s"))
+    out += domain_floor_section(r.get("domain_floor"), fold.get("per_s"), consumer.get("per_s"))
     out += growth_section(r.get("partition_growth") or [])
 
     out += ["## Memory (RSS)", ""]
@@ -315,6 +316,31 @@ def floor_section(floors: list[dict[str, Any]], fold_rate: Any, consumer_rate: A
             f"| {fmt_ratio(ratio(fold_rate, rate))} |"
         )
     return [*out, ""]
+
+
+def domain_floor_section(floor: dict[str, Any] | None, fold_rate: Any, consumer_rate: Any) -> list[str]:
+    """The domain's own cost: the ceiling of the worker's fold rate whatever its adapters do."""
+    if not floor:
+        return []
+    if "per_s" not in floor:
+        return ["### The domain alone", "", f"Not measured: {floor.get('error', '—')}.", ""]
+    return [
+        "### The domain alone",
+        "",
+        "`bench/domain_floor.py`: as many calls as the fold phase appended, built the same way, folded in one",
+        "process by `tests/harness.py` (the call's fold, the feature view in memory, the detectors: the worker's",
+        "own domain functions over plain data, with no Kafka, Faust or RocksDB). What the worker loses against",
+        "it is what its adapters cost.",
+        "",
+        "| measure | value |",
+        "|---|---:|",
+        f"| records folded | {floor['records']} |",
+        f"| records/s | {floor['per_s']} |",
+        f"| CPU per record (µs) | {floor['cpu_us_per_record']} |",
+        f"| vs bare consumer | {fmt_ratio(ratio(floor['per_s'], consumer_rate))} |",
+        f"| worker vs this floor | {fmt_ratio(ratio(fold_rate, floor['per_s']))} |",
+        "",
+    ]
 
 
 def growth_section(rows: list[dict[str, Any]]) -> list[str]:

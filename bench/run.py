@@ -260,6 +260,11 @@ async def faust_floor(settings: Settings, tables: int) -> dict[str, Any]:
     return dict(json.loads(line[0][start:])) if start >= 0 else {"tables": tables, "error": "no result printed"}
 
 
+async def domain_floor(accounts: int, calls: int) -> dict[str, Any]:
+    out = await run_module("bench.domain_floor", "--accounts", str(accounts), "--calls", str(calls), timeout_s=60)
+    return {"error": "no result within 60 s"} if out is None else dict(json.loads(out))
+
+
 async def partition_growth(broker: str) -> list[dict[str, Any]]:
     out = await run_module("bench.partition_growth", "--broker", broker, timeout_s=90) or b""
     return [dict(json.loads(line)) for line in out.decode().splitlines() if line.startswith("{")]
@@ -377,6 +382,10 @@ async def phases(bench: Bench) -> None:
             break
         results["faust_floor"].append(await faust_floor(svc.settings, tables))
         bench.log(f"faust floor: {results['faust_floor'][-1]}")
+    # The domain alone over as many calls as the fold phase folded: the ceiling of any adapter.
+    if "fold" in results:
+        results["domain_floor"] = await domain_floor(len(bench.accounts), results["fold"]["append"]["calls"])
+        bench.log(f"domain floor: {results['domain_floor']}")
 
     # Profile the edge and a worker at the sustainable turn rate, and on call.started at scenario (a)'s rate.
     if args.profile and bench.budget.left() > 2 * args.step_seconds + 50:
