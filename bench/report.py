@@ -12,6 +12,10 @@ def ms(value: Any) -> str:
     return "—" if value is None else f"{value:.1f}"
 
 
+def ms2(value: Any) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
 def run_row(result: dict[str, Any], label: str = "") -> str:
     s = result["all"]
     statuses = ", ".join(f"{k}×{v}" for k, v in sorted(s["statuses"].items()) if not k.startswith("2"))
@@ -222,6 +226,9 @@ def render(r: dict[str, Any], command: str) -> str:
     bare_best = (r.get("bare_server") or {}).get("sustainable")
     edge_ratio = ratio(turn_best, bare_best)
     fold_ratio = ratio(fold.get("per_s"), consumer.get("per_s"))
+    stock = next((f for f in r.get("faust_floor") or [] if f.get("tables") == 1 and "per_s" in f), None)
+    stock_rate = stock["per_s"] if stock else None
+    stock_ratio = ratio(fold.get("per_s"), stock_rate)
     rss = r.get("rss_end") or {}
     worker_rss = max((v["rss_mb"] for k, v in rss.items() if k.startswith("worker")), default=None)
     edge_rss = next((v["rss_mb"] for k, v in rss.items() if k.startswith("edge")), None)
@@ -235,14 +242,18 @@ def render(r: dict[str, Any], command: str) -> str:
         "",
         "| target | measured | verdict |",
         "|---|---|---|",
-        f"| `call.started` p50 ≤ 5 ms at 200/s | {ms(p50)} ms | {verdict(fixed and p50 is not None and p50 <= 5)} |",
-        f"| `call.started` p99 ≤ 20 ms at 200/s | {ms(p99)} ms | {verdict(fixed and p99 is not None and p99 <= 20)} |",
+        # Two decimals: a figure a hair over the bound must not print as the bound itself.
+        f"| `call.started` p50 ≤ 5 ms at 200/s | {ms2(p50)} ms | {verdict(fixed and p50 is not None and p50 <= 5)} |",
+        f"| `call.started` p99 ≤ 20 ms at 200/s | {ms2(p99)} ms | {verdict(fixed and p99 is not None and p99 <= 20)} |",
         f"| turns sustainable ≥ 1,500 ev/s with p99 ≤ 50 ms | {turn_best or '< lowest step'} ev/s "
         f"| {verdict((turn_best or 0) >= 1500)} |",
         f"| edge ≥ 0.5× bare floor | {fmt_ratio(edge_ratio)} ({turn_best} vs {bare_best} ev/s sustainable) | "
         f"{verdict(None if not bare_best else (edge_ratio or 0.0) >= 0.5)} |",
         f"| worker folds ≥ 0.3× bare consumer | {fmt_ratio(fold_ratio)} ({fold.get('per_s')} vs "
         f"{consumer.get('per_s')} records/s) | {verdict(None if fold_ratio is None else fold_ratio >= 0.3)} |",
+        f"| worker folds ≥ 2× stock Faust, one table write per record | {fmt_ratio(stock_ratio)} "
+        f"({fold.get('per_s')} vs {stock_rate or '—'} records/s) "
+        f"| {verdict(None if stock_ratio is None else stock_ratio >= 2)} |",
         f"| RSS ≤ 400 MB per worker | {ms(worker_rss)} MB "
         f"| {verdict(None if worker_rss is None else worker_rss <= 400)} |",
         f"| RSS ≤ 150 MB edge | {ms(edge_rss)} MB | {verdict(None if edge_rss is None else edge_rss <= 150)} |",
