@@ -260,6 +260,15 @@ async def faust_floor(settings: Settings, tables: int) -> dict[str, Any]:
     return dict(json.loads(line[0][start:])) if start >= 0 else {"tables": tables, "error": "no result printed"}
 
 
+async def lean_floor(settings: Settings) -> dict[str, Any]:
+    out = await run_module(
+        "bench.lean_floor",
+        *("--broker", settings.broker, "--topic", settings.topic("events"), "--partitions", str(settings.partitions)),
+        timeout_s=120,
+    )
+    return {"error": "no result within 120 s"} if out is None else dict(json.loads(out))
+
+
 async def domain_floor(accounts: int, calls: int) -> dict[str, Any]:
     out = await run_module("bench.domain_floor", "--accounts", str(accounts), "--calls", str(calls), timeout_s=60)
     return {"error": "no result within 60 s"} if out is None else dict(json.loads(out))
@@ -382,7 +391,11 @@ async def phases(bench: Bench) -> None:
             break
         results["faust_floor"].append(await faust_floor(svc.settings, tables))
         bench.log(f"faust floor: {results['faust_floor'][-1]}")
-    # The domain alone over as many calls as the fold phase folded: the ceiling of any adapter.
+    # The same records folded by the domain over aiokafka and RocksDB with no Faust; then the domain alone
+    # over as many calls as the fold phase folded: the ceilings of a leaner adapter and of any adapter.
+    if bench.budget.left() > args.reserve / 3:
+        results["lean_floor"] = await lean_floor(svc.settings)
+        bench.log(f"lean floor: {results['lean_floor']}")
     if "fold" in results:
         results["domain_floor"] = await domain_floor(len(bench.accounts), results["fold"]["append"]["calls"])
         bench.log(f"domain floor: {results['domain_floor']}")
