@@ -1,8 +1,9 @@
 """The worker's fold without Faust: what the same work costs with Kafka, RocksDB and the domain alone.
 
-python -m bench.lean_floor --broker URL --topic T --partitions N
-    reads the topic from offset 0 with a plain aiokafka consumer (`getmany`, the service's consumer
-    settings) and folds each record as the worker does: the call's row read from and written to
+python -m bench.lean_floor --broker URL --topic T --partitions N [--from P:OFFSET,...]
+    reads the topic (each partition from its offset in --from, else from 0) up to its end offsets at
+    start with a plain aiokafka consumer (`getmany`, the service's consumer settings) and folds each
+    record as the worker does: the call's row read from and written to
     RocksDB, the feature view in RocksDB (`processors.rocks_store`, the worker's budget and options),
     the listing index and the sweep entry, each fact applied to the view and folded by the number's
     detectors, and appended. Each fetched batch's changed rows are then appended once, as the
@@ -127,7 +128,7 @@ class LeanFold:
             self.rows.put("number_windows", partition, number_key, observed.window)
 
 
-async def run(settings: Settings, topic: str, root: Path) -> dict[str, Any]:
+async def run(settings: Settings, topic: str, root: Path, start: dict[int, int]) -> dict[str, Any]:
     out_topic = f"{topic}.lean-floor"
     await create_topic(settings, out_topic, settings.partitions)
     consumer = make_consumer(settings)
@@ -138,8 +139,10 @@ async def run(settings: Settings, topic: str, root: Path) -> dict[str, Any]:
     try:
         tps = await partitions(consumer, topic)
         consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        total = sum((await consumer.end_offsets(tps)).values())
+        for tp in tps:
+            consumer.seek(tp, start.get(tp.partition, 0))
+        ends = await consumer.end_offsets(tps)
+        total = sum(end - start.get(tp.partition, 0) for tp, end in ends.items())
         folded = 0
         clock: tuple[float, float] | None = None
         while folded < total:
@@ -149,7 +152,8 @@ async def run(settings: Settings, topic: str, root: Path) -> dict[str, Any]:
                 clock = (time.perf_counter(), time.process_time())
             acks = []
             for tp, records in batch.items():
-                for record in records:
+                # Records appended since the start are not part of the measure.
+                for record in (r for r in records if r.offset < ends[tp]):
                     for number_key, fact in lean.fold(record.value, record.key.decode(), tp.partition):
                         acks.append(await producer.send(out_topic, fact, key=number_key.encode()))
                     folded += 1
@@ -178,10 +182,12 @@ def main() -> None:
     parser.add_argument("--broker", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--partitions", type=int, required=True)
+    parser.add_argument("--from", dest="start", default="", help="P:OFFSET,...: where each partition starts")
     args = parser.parse_args()
     settings = Settings(broker=args.broker, partitions=args.partitions)
+    start = {int(p): int(o) for p, o in (item.split(":") for item in args.start.split(",") if item)}
     with tempfile.TemporaryDirectory(prefix="callscreen-lean-") as root:
-        print(json.dumps(asyncio.run(run(settings, args.topic, Path(root)))))
+        print(json.dumps(asyncio.run(run(settings, args.topic, Path(root), start))))
 
 
 if __name__ == "__main__":

@@ -260,13 +260,15 @@ async def faust_floor(settings: Settings, tables: int) -> dict[str, Any]:
     return dict(json.loads(line[0][start:])) if start >= 0 else {"tables": tables, "error": "no result printed"}
 
 
-async def lean_floor(settings: Settings) -> dict[str, Any]:
+async def lean_floor(settings: Settings, backlog_from: dict[int, int]) -> dict[str, Any]:
+    """The fold phase's backlog (from those offsets on) folded without Faust."""
     out = await run_module(
         "bench.lean_floor",
         *("--broker", settings.broker, "--topic", settings.topic("events"), "--partitions", str(settings.partitions)),
-        timeout_s=120,
+        *("--from", ",".join(f"{partition}:{offset}" for partition, offset in sorted(backlog_from.items()))),
+        timeout_s=60,
     )
-    return {"error": "no result within 120 s"} if out is None else dict(json.loads(out))
+    return {"error": "no result within 60 s"} if out is None else dict(json.loads(out))
 
 
 async def domain_floor(accounts: int, calls: int) -> dict[str, Any]:
@@ -391,12 +393,11 @@ async def phases(bench: Bench) -> None:
             break
         results["faust_floor"].append(await faust_floor(svc.settings, tables))
         bench.log(f"faust floor: {results['faust_floor'][-1]}")
-    # The same records folded by the domain over aiokafka and RocksDB with no Faust; then the domain alone
-    # over as many calls as the fold phase folded: the ceilings of a leaner adapter and of any adapter.
-    if bench.budget.left() > args.reserve / 3:
-        results["lean_floor"] = await lean_floor(svc.settings)
-        bench.log(f"lean floor: {results['lean_floor']}")
+    # The fold phase's backlog folded by the domain over aiokafka and RocksDB with no Faust; then the domain
+    # alone over as many calls: the ceilings of a leaner adapter and of any adapter.
     if "fold" in results:
+        results["lean_floor"] = await lean_floor(svc.settings, results["fold"]["from_offsets"])
+        bench.log(f"lean floor: {results['lean_floor']}")
         results["domain_floor"] = await domain_floor(len(bench.accounts), results["fold"]["append"]["calls"])
         bench.log(f"domain floor: {results['domain_floor']}")
 
@@ -442,7 +443,8 @@ async def fold_rate(bench: Bench, calls: int) -> dict[str, Any]:
     """Append `calls` calls behind the worker's back and time its heartbeated fold position."""
     progress = bench.progress
     await bench.settle()
-    start_end = await progress.end()
+    backlog_from = await progress.ends()
+    start_end = sum(backlog_from.values())
     start_folded = progress.folded()
     samples: list[tuple[float, int, int]] = []
 
@@ -469,6 +471,7 @@ async def fold_rate(bench: Bench, calls: int) -> dict[str, Any]:
         rate = round((f1 - f0) / max(t1 - t0, 1e-9), 1)
     return {
         "append": appended,
+        "from_offsets": backlog_from,
         "records": (samples[-1][2] - start_end) if samples else None,
         "drained_s": None if drained == float("inf") else round(drained, 1),
         "max_lag": max((e - f for _, f, e in samples), default=0),

@@ -223,10 +223,14 @@ class Progress:
         return sum(best.values())
 
     async def end(self) -> int:
+        return sum((await self.ends()).values())
+
+    async def ends(self) -> dict[int, int]:
+        """The events topic's end offset of each partition."""
         assert self.offsets is not None
         topic = self.settings.topic("events")
         parts = [TopicPartition(topic, p) for p in range(self.settings.partitions)]
-        return int(sum((await self.offsets.end_offsets(parts)).values()))
+        return {tp.partition: int(offset) for tp, offset in (await self.offsets.end_offsets(parts)).items()}
 
     async def lag(self) -> int:
         return max(0, await self.end() - self.folded())
