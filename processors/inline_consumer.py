@@ -12,7 +12,7 @@ from a task of its own, and a fold holds the loop for milliseconds against a 10 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator, Iterable
 from typing import Any
 
 from faust.transport.drivers import aiokafka as driver
@@ -66,6 +66,39 @@ class InlineConsumer(driver.Consumer):
 
     def _new_consumer_thread(self) -> driver.AIOKafkaConsumerThread:
         return InlineConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    def pause_partitions(self, tps: Iterable[Any]) -> None:
+        """Faust pauses a partition in its own bookkeeping only; a table's changelog is paused in aiokafka too.
+
+        aiokafka goes on fetching what only Faust paused. A changelog partition of a table this worker
+        writes stays paused once its table is recovered, so the first records this worker writes to it
+        are fetched and never taken, and aiokafka sends no fetch to a broker while a record it fetched
+        from it is less than its prefetch backoff (100 ms) old and not yet taken: every partition's next
+        record waited up to 100 ms, once for each changelog partition written for the first time
+        (docs/profiles/README.md, "Changelogs fetched and never taken").
+        """
+        tps = list(tps)
+        super().pause_partitions(tps)
+        self._pause_changelogs_in_aiokafka(tps, True)
+
+    def resume_partitions(self, tps: Iterable[Any]) -> None:
+        tps = list(tps)
+        super().resume_partitions(tps)
+        self._pause_changelogs_in_aiokafka(tps, False)
+
+    def _pause_changelogs_in_aiokafka(self, tps: list[Any], paused: bool) -> None:
+        consumer = self._thread._consumer
+        if consumer is None:
+            return
+        assigned = consumer.assignment()
+        # Only what is still assigned: a rebalance may have moved a partition since Faust decided.
+        changelogs = [
+            self._new_topicpartition(tp.topic, tp.partition)
+            for tp in tps
+            if self._is_changelog_tp(tp) and tp in assigned
+        ]
+        if changelogs:
+            (consumer.pause if paused else consumer.resume)(*changelogs)
 
     async def wait_first(self, *coros: Any, timeout: Any = None) -> WaitResults:
         """Faust hands each record to its agents as `wait_first(deliver, suspend_flow.wait())`.
