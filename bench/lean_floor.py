@@ -29,6 +29,7 @@ from typing import Any
 import msgspec
 from rocksdict import Rdict
 
+from bench.domain_floor import rates
 from bench.service import create_topic
 from domain import calls, detectors, features, index, keys
 from domain.calls import CallState, Stored
@@ -162,19 +163,12 @@ async def run(settings: Settings, topic: str, root: Path, start: dict[int, int])
                 acks.append(await producer.send(out_topic, row, key=key, partition=partition))
             await asyncio.gather(*acks)
         assert clock is not None
-        seconds, cpu = time.perf_counter() - clock[0], time.process_time() - clock[1]
+        return rates(folded, time.perf_counter() - clock[0], time.process_time() - clock[1])
     finally:
         await consumer.stop()
         await producer.stop()
         lean.rows.close()
         lean.view.store.close()
-    return {
-        "records": folded,
-        "seconds": round(seconds, 3),
-        "cpu_seconds": round(cpu, 3),
-        "per_s": round(folded / max(seconds, 1e-9), 1),
-        "cpu_us_per_record": round(cpu / max(folded, 1) * 1e6, 1),
-    }
 
 
 def main() -> None:

@@ -8,12 +8,8 @@ from typing import Any
 TARGETS_NOTE = "Targets are the issue's; a miss is reported as measured, the service was not tuned for this run."
 
 
-def ms(value: Any) -> str:
-    return "—" if value is None else f"{value:.1f}"
-
-
-def ms2(value: Any) -> str:
-    return "—" if value is None else f"{value:.2f}"
+def ms(value: Any, places: int = 1) -> str:
+    return "—" if value is None else f"{value:.{places}f}"
 
 
 def run_row(result: dict[str, Any], label: str = "") -> str:
@@ -243,8 +239,9 @@ def render(r: dict[str, Any], command: str) -> str:
         "| target | measured | verdict |",
         "|---|---|---|",
         # Two decimals: a figure a hair over the bound must not print as the bound itself.
-        f"| `call.started` p50 ≤ 5 ms at 200/s | {ms2(p50)} ms | {verdict(fixed and p50 is not None and p50 <= 5)} |",
-        f"| `call.started` p99 ≤ 20 ms at 200/s | {ms2(p99)} ms | {verdict(fixed and p99 is not None and p99 <= 20)} |",
+        f"| `call.started` p50 ≤ 5 ms at 200/s | {ms(p50, 2)} ms | {verdict(fixed and p50 is not None and p50 <= 5)} |",
+        f"| `call.started` p99 ≤ 20 ms at 200/s | {ms(p99, 2)} ms "
+        f"| {verdict(fixed and p99 is not None and p99 <= 20)} |",
         f"| turns sustainable ≥ 1,500 ev/s with p99 ≤ 50 ms | {turn_best or '< lowest step'} ev/s "
         f"| {verdict((turn_best or 0) >= 1500)} |",
         f"| edge ≥ 0.5× bare floor | {fmt_ratio(edge_ratio)} ({turn_best} vs {bare_best} ev/s sustainable) | "
