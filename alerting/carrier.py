@@ -9,12 +9,12 @@ caller records the outcome. `unconfigured` without the SID and token.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from urllib.parse import quote
 
 import aiohttp
 
+from alerting.stopwatch import stopwatch
 from infra.settings import Settings
 
 
@@ -38,10 +38,7 @@ def configured(settings: Settings) -> bool:
 
 
 async def post_form(session: aiohttp.ClientSession, settings: Settings, url: str, form: dict[str, str]) -> Answered:
-    started = time.monotonic()
-
-    def took() -> int:
-        return int((time.monotonic() - started) * 1000)
+    took = stopwatch()
 
     if not configured(settings):
         return Answered(False, None, "unconfigured", took())

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from alerting.signing import signature_header
+from alerting.stopwatch import stopwatch
 from infra.webhook_url import target_allowed
 
 TIMEOUT = "timeout"
@@ -40,10 +41,7 @@ class Policy:
 async def deliver(session: aiohttp.ClientSession, url: str, body: bytes, secrets: list[str], policy: Policy) -> Outcome:
     """POST the body exactly as signed; one attempt, no retries. The session's resolver drops private
     addresses (alerting.resolver)."""
-    started = time.monotonic()
-
-    def elapsed() -> int:
-        return int((time.monotonic() - started) * 1000)
+    elapsed = stopwatch()
 
     if not target_allowed(url, policy.ports, policy.allow_private):
         return Outcome(False, None, REFUSED, elapsed())

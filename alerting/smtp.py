@@ -8,7 +8,6 @@ carries the password.
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass
 from email.message import EmailMessage
 from urllib.parse import unquote, urlsplit
@@ -16,6 +15,7 @@ from urllib.parse import unquote, urlsplit
 import aiosmtplib
 
 from alerting.carrier import Answered
+from alerting.stopwatch import stopwatch
 
 
 @dataclass(frozen=True)
@@ -46,10 +46,7 @@ def server_of(url: str) -> Server | None:
 
 async def send(server: Server, message: EmailMessage, timeout_s: float) -> Answered:
     """Hand the message to the server; `status` is the SMTP reply code when there is one."""
-    started = time.monotonic()
-
-    def took() -> int:
-        return int((time.monotonic() - started) * 1000)
+    took = stopwatch()
 
     client = aiosmtplib.SMTP(
         hostname=server.host,
