@@ -6,7 +6,8 @@ the memory broker (its clients then get the service's Tansu workarounds). The to
 python -m bench.baselines serve --broker URL --topic T --port P
     a bare aiohttp server: its handler parses the JSON body and appends it with an aiokafka
     producer configured exactly as the service's (callscreen.kafka.make_producer: acks=all, linger 0;
-    idempotent on Kafka, one record per batch on Tansu), waiting for the ack. Nothing else.
+    idempotent on Kafka, one record per batch on Tansu), waiting for the ack, on the edge's event loop
+    (setting `event_loop`). Nothing else.
 python -m bench.baselines consume --broker URL --topic T
     a bare group-less aiokafka consumer (the service's consumer settings) that reads every record
     of the topic from offset 0 to the end offsets seen at start, decoding each value with orjson;
@@ -23,8 +24,9 @@ import time
 import orjson
 from aiohttp import web
 
+from infra import event_loop
 from infra.kafka import make_consumer, make_producer, partitions
-from infra.settings import Settings
+from infra.settings import Settings, load_settings
 
 
 async def serve(broker: str, topic: str, host: str, port: int) -> None:
@@ -91,6 +93,8 @@ def main() -> None:
     c.add_argument("--topic", required=True)
     args = parser.parse_args()
     if args.command == "serve":
+        # The edge's own event loop: the floor differs from the edge only in what its handler does.
+        event_loop.install(load_settings().event_loop)
         asyncio.run(serve(args.broker, args.topic, args.host, args.port))
     else:
         sys.stdout.buffer.write(orjson.dumps(asyncio.run(consume(args.broker, args.topic))) + b"\n")

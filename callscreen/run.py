@@ -21,6 +21,7 @@ from aiohttp import web
 from callscreen.admin import Admin
 from callscreen.broker import StartedBroker, broker_to_start, forget_broker, record_broker
 from callscreen.localkafka import BrokerUnavailable, die_with_this_process
+from infra import event_loop
 from infra.heap import freeze_startup_objects
 from infra.kafka import BrokerUnreachable, TopicProblem, ensure_topics
 from infra.sealing import SecretKeyProblem, ensure_key, key_file, sealer_for
@@ -142,6 +143,10 @@ def refuse(reason: str) -> int:
 
 def run(settings: Settings, demo: bool = False) -> int:
     """Run the roles asked for until SIGINT or SIGTERM; returns the exit code."""
+    try:
+        event_loop.install(settings.event_loop)
+    except ValueError as exc:
+        return refuse(str(exc))
     if settings.role in ("all", "alerting"):
         # These hold the secret key: the alerting role opens secrets to sign; `all` makes the key for its
         # alerting child and seals the demo account's secret.

@@ -74,6 +74,8 @@ class Settings:
     topic_prefix: str = "callscreen"
     app_id: str = "callscreen-worker"
     log_level: str = "INFO"
+    # Every process's event loop: "uvloop" (libuv's) or "asyncio" (the standard library's selector loop).
+    event_loop: str = "uvloop"
     workers: int = 1
     worker_index: int = 0
     role: str = "all"

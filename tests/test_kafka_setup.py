@@ -1,4 +1,5 @@
-"""Starting on Kafka: SASL credentials, topics the service cannot run on, and no Java on the machine."""
+"""Starting on Kafka: SASL credentials, topics the service cannot run on, no Java on the machine, and an
+event loop it does not know."""
 
 from __future__ import annotations
 
@@ -110,3 +111,12 @@ async def test_without_java_run_names_both_ways_out(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "needs Java 17+" in done.stderr
     assert "--broker memory" in done.stderr and "install Java" in done.stderr
+
+
+async def test_an_unknown_event_loop_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    done = await asyncio.to_thread(
+        run_until_exit, {"CALLSCREEN_EVENT_LOOP": "trio"}, "--data-dir", str(tmp_path / "data")
+    )
+    assert done.returncode == 2
+    assert done.stderr == "callscreen: event_loop must be one of uvloop, asyncio, not 'trio'\n"
+    assert not (tmp_path / "data").exists()
