@@ -92,9 +92,9 @@ def main() -> None:
     c.add_argument("--broker", required=True)
     c.add_argument("--topic", required=True)
     args = parser.parse_args()
+    # The service's own event loop: a floor differs from the service only in the work it leaves out.
+    event_loop.install(load_settings().event_loop)
     if args.command == "serve":
-        # The edge's own event loop: the floor differs from the edge only in what its handler does.
-        event_loop.install(load_settings().event_loop)
         asyncio.run(serve(args.broker, args.topic, args.host, args.port))
     else:
         sys.stdout.buffer.write(orjson.dumps(asyncio.run(consume(args.broker, args.topic))) + b"\n")

@@ -26,8 +26,9 @@ from typing import Any
 import faust
 import orjson
 
+from infra import event_loop
 from infra.kafka import make_consumer, partitions
-from infra.settings import Settings
+from infra.settings import Settings, load_settings
 from processors.app import make_faust_app
 
 
@@ -80,6 +81,8 @@ def main() -> None:
     parser.add_argument("--tables", type=int, default=0)
     args = parser.parse_args()
     settings = Settings(broker=args.broker, partitions=args.partitions)
+    # The worker's own event loop: the floor differs from the worker only in the work it leaves out.
+    event_loop.install(load_settings().event_loop)
     total = asyncio.run(records_in(settings, args.topic))
     with tempfile.TemporaryDirectory(prefix="callscreen-floor-") as datadir:
         app = floor_app(settings, args.topic, args.tables, total, Path(datadir))
