@@ -118,6 +118,8 @@ def render(r: dict[str, Any], command: str) -> str:
         f"- command: `{command}`; whole run {r.get('elapsed_s')} s, service start-up {r.get('startup_s')} s",
         f"- load average at start / end: {r.get('loadavg_start')} / {r.get('loadavg_end')}"
         " (other work on the machine, such as a test suite, shows up here and makes the run noisy)",
+        f"- host speed at start / end: a plain Python loop of 10M additions took {r.get('host_speed_start_s')} /"
+        f" {r.get('host_speed_end_s')} s (a shared host that slows down shows up here: compare it across runs)",
         *(
             [
                 f"- **the machine was overloaded during this run** (load average {r.get('loadavg_end')} on "

@@ -321,11 +321,23 @@ def loadavg() -> str:
         return "?"
 
 
+def host_speed_s() -> float:
+    """Seconds a plain Python loop of 10M additions takes now. A shared VM slows down when its neighbours
+    are busy, and every figure of the run with it; this loop's time, compared across runs, shows by how
+    much."""
+    started = time.perf_counter()
+    total = 0
+    for i in range(10_000_000):
+        total += i
+    return round(time.perf_counter() - started, 2)
+
+
 async def phases(bench: Bench) -> None:
     """The scenarios in priority order: what the targets need first, the extras while time is left."""
     args, results = bench.args, bench.results
     svc = bench.service
     results["loadavg_start"] = loadavg()
+    results["host_speed_start_s"] = host_speed_s()
 
     # (a) call.started only at a fixed rate, after as long at that rate unmeasured: right after start-up
     # the broker's JVM is still compiling (it spent twice the CPU for the same load in the first seconds).
@@ -437,6 +449,7 @@ async def phases(bench: Bench) -> None:
     results["calls_driven"] = bench.calls_driven
     results["numbers_touched"] = min(bench.calls_driven, len(bench.accounts) * NUMBERS_PER_ACCOUNT)
     results["loadavg_end"] = loadavg()
+    results["host_speed_end_s"] = host_speed_s()
 
 
 async def fold_rate(bench: Bench, calls: int) -> dict[str, Any]:
