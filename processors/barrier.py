@@ -32,11 +32,18 @@ class Barrier:
     def appended(self, number_key: str, ack: asyncio.Future[Any]) -> None:
         self.last_fact[number_key] = ack
         if len(self.last_fact) > KEEP:
-            self.last_fact = {k: a for k, a in self.last_fact.items() if not a.done()}
+            # Only facts the detector has folded go: an acknowledged one it has not yet folded is still waited on.
+            self.last_fact = {k: a for k, a in self.last_fact.items() if not self._folded(a)}
 
     def detector_folded(self, partition: int, offset: int) -> None:
         self.detected[partition] = offset + 1
         self.detector_moved.set()
+
+    def _folded(self, ack: asyncio.Future[Any]) -> bool:
+        if not ack.done() or ack.cancelled() or ack.exception() is not None:
+            return False
+        metadata = ack.result()
+        return bool(self.detected.get(metadata.partition, 0) > metadata.offset)
 
     async def consequences_of(self, number_key: str) -> None:
         """Until the detector has folded the last fact this worker appended about the number."""
