@@ -187,7 +187,7 @@ def render(r: dict[str, Any], command: str) -> str:
         "`bench/baselines.py serve`: the handler parses the JSON body and appends it with the service's own",
         f"producer settings (`callscreen.kafka.make_producer`: acks=all, linger 0, {producer}), waiting for",
         "the ack, on the edge's event loop (`event_loop`, uvloop by default). No auth, no validation, no worker",
-        "round trip.",
+        "round trip. Its CPU is in the edge's column; the service's worker stands idle beside it.",
         "",
     ]
     out += search_table(r.get("bare_server"))

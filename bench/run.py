@@ -100,9 +100,18 @@ class Bench:
         print(f"[{self.budget.elapsed():6.1f}s] {message}", file=sys.stderr, flush=True)
 
     async def loadgen(
-        self, base_url: str, mode: str, rate: float, duration_s: float, prefix: str, track_lag: bool = True
+        self,
+        base_url: str,
+        mode: str,
+        rate: float,
+        duration_s: float,
+        prefix: str,
+        track_lag: bool = True,
+        edge_pid: int | None = None,
     ) -> dict[str, Any]:
-        """One open-loop run in its own process; samples the workers' lag while it runs."""
+        """One open-loop run in its own process; samples the workers' lag while it runs.
+
+        `edge_pid`: the process that answers in the edge's place (the bare server), for the CPU column."""
         spec = {
             "base_url": base_url,
             "accounts": [a.to_json() for a in self.accounts],
@@ -126,7 +135,7 @@ class Bench:
 
         if track_lag:
             lag_task = asyncio.create_task(sample_lag())
-        cpu = CpuShares(self.service)
+        cpu = CpuShares(self.service, edge_pid)
         try:
             result = await in_process(spec)
         finally:
@@ -183,8 +192,10 @@ class Bench:
 class CpuShares:
     """Each process's CPU over a load run, in percent of one core: where a machine's two cores went."""
 
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Service, edge_pid: int | None = None) -> None:
         self.pids = {role_name(name): pid for name, pid in service.processes().items()}
+        if edge_pid is not None:
+            self.pids["edge"] = edge_pid
         self.before = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
         # The load generator is a child of this process, reaped when its run ends.
         self.children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -376,7 +387,9 @@ async def phases(bench: Bench) -> None:
         try:
 
             async def drive_bare(rate: float) -> dict[str, Any]:
-                return await bench.loadgen(bare_url, "calls", rate, args.step_seconds, f"bare{int(rate)}", False)
+                return await bench.loadgen(
+                    bare_url, "calls", rate, args.step_seconds, f"bare{int(rate)}", False, bare.pid
+                )
 
             bench.log("baseline: bare aiohttp + aiokafka server, step search")
             results["bare_server"] = await bench.search("bare", drive_bare, args.bare_start, args.reserve - 30)
