@@ -43,7 +43,11 @@ class Barrier:
         if not ack.done() or ack.cancelled() or ack.exception() is not None:
             return False
         metadata = ack.result()
-        return bool(self.detected.get(metadata.partition, 0) > metadata.offset)
+        return self._past(metadata.partition, metadata.offset)
+
+    def _past(self, partition: int, offset: int) -> bool:
+        """The detector has folded the fact at this offset: what the prune and the wait both ask."""
+        return self.detected.get(partition, 0) > offset
 
     async def consequences_of(self, number_key: str) -> None:
         """Until the detector has folded the last fact this worker appended about the number."""
@@ -57,7 +61,7 @@ class Barrier:
             log.warning("detector behind a fact this worker appended; folding without waiting")
 
     async def _detector_past(self, partition: int, offset: int) -> None:
-        while self.detected.get(partition, 0) <= offset:
+        while not self._past(partition, offset):
             self.detector_moved.clear()
             await self.detector_moved.wait()
 
