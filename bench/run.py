@@ -388,7 +388,7 @@ async def phases(bench: Bench) -> None:
 
             async def drive_bare(rate: float) -> dict[str, Any]:
                 return await bench.loadgen(
-                    bare_url, "calls", rate, args.step_seconds, f"bare{int(rate)}", False, bare.pid
+                    bare_url, "calls", rate, args.step_seconds, f"bare{int(rate)}", track_lag=False, edge_pid=bare.pid
                 )
 
             bench.log("baseline: bare aiohttp + aiokafka server, step search")
