@@ -8,6 +8,7 @@ store, a setting or a clock; time is the event's.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -521,7 +522,8 @@ def sweep_due(call: CallState, rules: Rules) -> int | None:
     picture = call.live
     silent = call.plan == "guard" and "silent_listener" not in picture.flags
     if silent and picture.current.first_agent_at is not None and picture.current.first_user_at is None:
-        due.append(int(call.started_at + rules.live.silent_s * SECOND_MS))
+        # Rounded up: a tick at this time must find the call silent for `silent_s`, or it would trip nothing.
+        due.append(math.ceil(call.started_at + rules.live.silent_s * SECOND_MS))
     return min(due) if due else None
 
 

@@ -128,13 +128,13 @@ class Harness:
         return echo_reader(self.echoes, number_key)
 
     def sweep(self, now: int) -> None:
-        """What the workers' sweeps append at `now`: a tick for every call and number that is due."""
+        """What the workers' sweeps append at `now`: a tick, at its due time, for every call and number that is due."""
         for key, state in list(self.calls.items()):
             due = calls.sweep_due(state, self.rules) if isinstance(state, CallState) else None
             if due is not None and due <= now:
                 account, call_id = keys.split_call(key)
                 tick_id = derived_event_id("tick", key, str(due))
-                self.fold(Tick(id=tick_id, account_id=account, call_id=call_id, at=now))
+                self.fold(Tick(id=tick_id, account_id=account, call_id=call_id, at=due))
         for number_key, due in list(self.number_due.items()):
             if due <= now:
                 account, number = number_key.split(":", 1)
