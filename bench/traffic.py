@@ -4,6 +4,10 @@ Every call is `call.started`, 10-40 turns (`turn.started` / `turn.ended`, roles 
 increasing on a plausible conversational timeline) and `call.ended`. The timeline is placed in the
 recent past so no `at` is in the future and no live rule trips by accident (turns of 1-6 s, a few
 words each, both sides talking), which is what a normal call looks like.
+
+The caller speaks first. A call's minutes of event time are sent in seconds, so its start is already
+more than `silent_s` old when its first turn arrives: with the agent first, the sweep found it silent
+in the moment before the caller's turn and tripped `silent_listener` by accident.
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ def full_call(rng: random.Random, call_id: str, to: str, end_ms: int) -> list[di
     bodies = [call_started(call_id, to, caller_number(rng), start)]
     at = start + 300
     for turn in range(turns):
-        role = "agent" if turn % 2 == 0 else "user"
+        role = "user" if turn % 2 == 0 else "agent"
         words = rng.randint(3, 25)
         bodies.append({"type": "turn.started", "call_id": call_id, "role": role, "turn": turn, "at": format_ms(at)})
         at += lengths[turn]
