@@ -47,7 +47,8 @@ def register(w: Parts) -> None:
         now = now_ms()
         assignment = frozenset(w.app.consumer.assignment())
         if due_numbers.built_for != assignment:
-            rows = ((raw_key.decode(), int(raw_due)) for raw_key, raw_due in w.tables.table("number_sweeps").items())
+            written = w.tables.table("number_sweeps").written_items()
+            rows = ((raw_key.decode(), int(raw_due)) for raw_key, raw_due in written)
             due_numbers.rebuild(rows, assignment)
         for gone in ticked.keys() - due_numbers.current.keys():
             del ticked[gone]

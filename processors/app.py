@@ -27,6 +27,7 @@ from processors.progress import Progress
 from processors.replies import ReplyPath
 from processors.rocks import RocksBudget
 from processors.rocks_store import RocksStore
+from processors.row_cache import RowCache
 from processors.tables import Tables
 from processors.unclean import UncleanMark
 
@@ -107,7 +108,8 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
     progress = Progress(settings, app, generation)
     mirror = FactMirror(settings, view, generation, progress.holds_every_partition)
     appender = Appender(settings)
-    tables = Tables(app, settings.partitions, rocks, settings.max_value_bytes)
+    rows = RowCache(settings.row_cache_mb * 1024 * 1024, check=settings.row_cache_check)
+    tables = Tables(app, settings.partitions, rocks, settings.max_value_bytes, rows)
     metrics = WorkerMetrics()
     replies = ReplyPath(appender, settings.reply_token)
     faults = Faults(settings.faults, Path(settings.data_dir))

@@ -16,6 +16,7 @@ from faust.stores.rocksdb import Store as RocksDBStore
 
 from domain import horizon, index
 from processors.rocks import BudgetedFaustOptions, RocksBudget
+from processors.row_cache import RowCache
 from processors.write_behind import SendBatch, WriteBehindTable
 
 
@@ -24,11 +25,14 @@ class ValueTooLarge(Exception):
 
 
 class Tables:
-    def __init__(self, app: faust.App, partitions: int, rocks: RocksBudget, max_value_bytes: int) -> None:
+    def __init__(
+        self, app: faust.App, partitions: int, rocks: RocksBudget, max_value_bytes: int, rows: RowCache
+    ) -> None:
         self.app = app
         self.partitions = partitions
         self.rocks = rocks
         self.max_value_bytes = max_value_bytes
+        self.rows = rows
         self.all: dict[str, WriteBehindTable] = {}
 
     def table(self, name: str) -> WriteBehindTable:
@@ -42,6 +46,7 @@ class Tables:
                 partitions=self.partitions,
                 key_type=bytes,
                 value_type=bytes,
+                rows=self.rows,
             )
             self.app.tables.add(table)
             if isinstance(table.data, RocksDBStore):
@@ -52,8 +57,7 @@ class Tables:
 
     def get(self, name: str, key: str, kind: Any) -> Any:
         """The row under `key` decoded as `kind` (a struct, a union of structs, a plain type), or None."""
-        raw = self.all[name].read(key.encode())
-        return None if raw is None else msgspec.json.decode(raw, type=kind)
+        return self.all[name].decoded(key.encode(), kind)
 
     def put(self, name: str, key: str, value: Any) -> None:
         encoded = msgspec.json.encode(value)
@@ -61,7 +65,7 @@ class Tables:
             # Past the bound no changelog could take it: refuse here, so the record is dead-lettered
             # instead of every refold failing on the producer.
             raise ValueTooLarge(f"{name} value of {len(encoded)} bytes")
-        self.all[name].write(key.encode(), encoded)
+        self.all[name].write(key.encode(), encoded, value)
 
     def delete(self, name: str, key: str) -> None:
         self.all[name].write(key.encode(), None)

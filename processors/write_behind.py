@@ -2,10 +2,12 @@
 
 Stock Faust sends one changelog record per table write. A call's record is rewritten by every
 turn event, and on the embedded broker each record is a produce of its own, so the changelog was
-most of a worker's cost. Here a write goes to RocksDB at once (reads see it) and marks the key
-dirty; `flush_changelog` sends the dirty keys' last values. The runtime acknowledges an event only
-once a flush that covers its writes is acknowledged, so a committed offset never runs ahead of the
-changelog; a crash refolds the uncommitted events, and every fold is idempotent.
+most of a worker's cost. Here a write marks the key dirty and is kept in memory, where reads see
+it, decoded (`processors/row_cache.py`); `flush_changelog` writes the dirty keys' last values to
+RocksDB, one write batch per partition, and sends them to the changelog. The runtime acknowledges an
+event only once a flush that covers its writes is acknowledged, so a committed offset never runs
+ahead of RocksDB or the changelog; a crash refolds the uncommitted events, and every fold is
+idempotent.
 
 Reads and writes go to the database of the current event's partition, as Faust's own store does, but
 without the layers around it: its mapping, serializer registry, key-to-partition index and sensors
@@ -22,49 +24,110 @@ a flush of a thousand keys took seconds while folded events (and their memory) p
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import faust
+import msgspec
 from faust.stores.rocksdb import Store as RocksDBStore
 from faust.streams import current_event
-from rocksdict import Rdict
+from rocksdict import Rdict, WriteBatch
+
+from processors.row_cache import RowCache, fits
 
 # Queues a partition's changelog records (topic, partition, [(key, value or None to delete)]); returns their acks.
 SendBatch = Callable[[str, int, list[tuple[bytes, bytes | None]]], Awaitable[list["asyncio.Future[Any]"]]]
 
 
 class WriteBehindTable(faust.Table[bytes, bytes]):
-    """Bytes keys and values in the current event's partition; changelog writes coalesced per key."""
+    """Bytes keys and values in the current event's partition; RocksDB and changelog writes coalesced per key."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, rows: RowCache, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._rows = rows
+        # Written since the last flush: what the changelog and what RocksDB have still to take.
         self._dirty: dict[tuple[int, bytes], bytes | None] = {}
+        self._unput: dict[tuple[int, bytes], bytes | None] = {}
 
-    def read(self, key: bytes) -> bytes | None:
+    def decoded(self, key: bytes, kind: Any) -> Any:
+        """The row under `key` decoded as `kind`, or None."""
         event = current_event()
         if event is None:
             # A timer's read: Faust's store looks through every partition it holds.
+            self.put_pending()
             found: bytes | None = self.data.get(key)
-            return found
-        value: bytes | None = self._partition_db(event.message.partition).get(key)
+            return None if found is None else msgspec.json.decode(found, type=kind)
+        partition = event.message.partition
+        slot = (self.name, partition, key)
+        kept = self._rows.row(slot)
+        if kept is None:
+            raw = self._stored(partition, key)
+            if raw is None:
+                return None
+        else:
+            raw, struct = kept
+            if fits(struct, kind):
+                return struct
+        value = msgspec.json.decode(raw, type=kind)
+        if kept is None or isinstance(value, msgspec.Struct):
+            self._rows.put(slot, raw, value)
         return value
 
-    def write(self, key: bytes, value: bytes | None) -> None:
-        """Sets `key` (None deletes it) in the current event's partition, which is also its changelog's."""
+    def write(self, key: bytes, raw: bytes | None, value: Any = None) -> None:
+        """Sets `key` to `raw`, encoded from `value` (None deletes it), in the current event's partition."""
         event = current_event()
         # The runtime's tables never use the producer's partitioner: a key lives in its event's partition.
         assert event is not None, "a table is written only while folding an event"
         partition = event.message.partition
-        db = self._partition_db(partition)
-        if value is not None:
-            db.put(key, value)
-        elif db.get(key) is not None:
-            db.delete(key)
-        else:
+        slot = (self.name, partition, key)
+        if raw is not None:
+            self._rows.put(slot, raw, value)
+        elif self._stored(partition, key) is None:
             # Nothing to delete, so no tombstone for the changelog either.
             return
-        self._dirty[(partition, key)] = value
+        else:
+            self._rows.drop(slot)
+        self._dirty[(partition, key)] = raw
+        self._unput[(partition, key)] = raw
+
+    def _stored(self, partition: int, key: bytes) -> bytes | None:
+        if (partition, key) in self._unput:
+            return self._unput[(partition, key)]
+        value: bytes | None = self._partition_db(partition).get(key)
+        return value
+
+    def put_pending(self) -> None:
+        """Write what was written since the last call to RocksDB: one write batch per partition."""
+        unput, self._unput = self._unput, {}
+        batches: dict[int, WriteBatch] = {}
+        for (partition, key), raw in unput.items():
+            batch = batches.setdefault(partition, WriteBatch(raw_mode=True))
+            if raw is None:
+                batch.delete(key)
+            else:
+                batch.put(key, raw)
+        for partition, batch in batches.items():
+            self._partition_db(partition).write(batch)
+
+    def written_items(self) -> Any:
+        """Every row this worker holds, what was written since the last flush included."""
+        self.put_pending()
+        return self.items()
+
+    async def on_rebalance(
+        self, assigned: set[Any], revoked: set[Any], newly_assigned: set[Any], generation_id: int = 0
+    ) -> None:
+        # Into the databases while this worker still has them open; what is kept may be another worker's next.
+        self.put_pending()
+        self._rows.drop_table(self.name)
+        await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
+
+    def apply_changelog_batch(self, batch: Iterable[Any]) -> None:
+        """Recovery writes rows straight into RocksDB: a row kept from before is no longer the row."""
+        batch = list(batch)
+        for record in batch:
+            self._rows.drop((self.name, record.message.partition, record.message.key))
+        super().apply_changelog_batch(batch)
 
     def _partition_db(self, partition: int) -> Rdict:
         # Faust opens a partition's database on first use and drops it when the partition is revoked.
@@ -74,7 +137,8 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
         return db
 
     async def flush_changelog(self, send_batch: SendBatch) -> list[asyncio.Future[Any]]:
-        """Queue the dirty keys' last values on the changelog; returns the acks to wait for."""
+        """Write the dirty keys to RocksDB and queue their last values on the changelog; the acks to wait for."""
+        self.put_pending()
         dirty, self._dirty = self._dirty, {}
         by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
         for (partition, key), value in dirty.items():
