@@ -1,7 +1,7 @@
 """Offsets are committed after what they cover is durable, never after the answer alone.
 
-A fold writes its table rows to RocksDB at once and queues its appends; neither waits. The rows
-reach their changelogs in a coalesced flush every `changelog_flush_ms`, and an event's offset is
+A fold writes its table rows in memory and queues its appends; neither waits. The rows reach
+RocksDB and their changelogs in a coalesced flush every `changelog_flush_ms`, and an event's offset is
 acknowledged (so Faust may commit it) only once that flush and every record the fold appended are
 acknowledged by the broker. A crash before that refolds the event; every fold is idempotent.
 """
