@@ -45,9 +45,9 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
     def __init__(self, *args: Any, rows: RowCache, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._rows = rows
-        # Written since the last flush: what the changelog and what RocksDB have still to take.
+        # Written since the last flush: what the changelog has still to take, and RocksDB unless
+        # `put_pending` ran since.
         self._dirty: dict[tuple[int, bytes], bytes | None] = {}
-        self._unput: dict[tuple[int, bytes], bytes | None] = {}
 
     def decoded(self, key: bytes, kind: Any) -> Any:
         """The row under `key` decoded as `kind`, or None."""
@@ -88,19 +88,19 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
         else:
             self._rows.drop(slot)
         self._dirty[(partition, key)] = raw
-        self._unput[(partition, key)] = raw
 
     def _stored(self, partition: int, key: bytes) -> bytes | None:
-        if (partition, key) in self._unput:
-            return self._unput[(partition, key)]
+        if (partition, key) in self._dirty:
+            return self._dirty[(partition, key)]
         value: bytes | None = self._partition_db(partition).get(key)
         return value
 
     def put_pending(self) -> None:
-        """Write what was written since the last call to RocksDB: one write batch per partition."""
-        unput, self._unput = self._unput, {}
+        """Write what was written since the last flush to RocksDB: one write batch per partition.
+
+        Called again before the flush (a rebalance, a sweep's scan), it writes the same values again."""
         batches: dict[int, WriteBatch] = {}
-        for (partition, key), raw in unput.items():
+        for (partition, key), raw in self._dirty.items():
             batch = batches.setdefault(partition, WriteBatch(raw_mode=True))
             if raw is None:
                 batch.delete(key)
