@@ -46,9 +46,7 @@ def register(w: Parts) -> None:
         assignment = frozenset(w.app.consumer.assignment())
         if due_calls.built_for != assignment:
             # The table holds the partitions this worker holds; each row is one open call's due time.
-            written = w.tables.table("sweeps").written_items()
-            rows = ((raw_key.decode(), int(raw_due)) for raw_key, raw_due in written)
-            due_calls.rebuild(rows, assignment)
+            due_calls.rebuild(w.tables.due_times("sweeps"), assignment)
         for gone in ticked.keys() - due_calls.current.keys():
             del ticked[gone]
         for key, due in due_calls.due(now):

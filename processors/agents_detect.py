@@ -47,9 +47,7 @@ def register(w: Parts) -> None:
         now = now_ms()
         assignment = frozenset(w.app.consumer.assignment())
         if due_numbers.built_for != assignment:
-            written = w.tables.table("number_sweeps").written_items()
-            rows = ((raw_key.decode(), int(raw_due)) for raw_key, raw_due in written)
-            due_numbers.rebuild(rows, assignment)
+            due_numbers.rebuild(w.tables.due_times("number_sweeps"), assignment)
         for gone in ticked.keys() - due_numbers.current.keys():
             del ticked[gone]
         for key, due in due_numbers.due(now):

@@ -7,7 +7,7 @@ Values are msgspec JSON; each read names the type it expects, so a table's rows 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import faust
@@ -69,6 +69,11 @@ class Tables:
 
     def delete(self, name: str, key: str) -> None:
         self.all[name].write(key.encode(), None)
+
+    def due_times(self, name: str) -> Iterator[tuple[str, int]]:
+        """Every key and due time of the sweep table `name` this worker holds, the rows not yet flushed included."""
+        for raw_key, raw_due in self.all[name].written_items():
+            yield raw_key.decode(), int(raw_due)
 
     def reader(self, name: str, kind: Any = Any) -> Callable[[str], Any]:
         """A lookup by key, for the pure code that reads a table (`domain.queries`, `domain.index`)."""
