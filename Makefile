@@ -91,12 +91,12 @@ bench-profile: $(STAMP)
 bench-gate: $(STAMP)
 	$(BIN)/python -m bench.gate
 
-# Ten minutes at half the sustainable turn rate: p99, lag and RSS per minute (docs/benchmarks-soak.md,
+# Ten minutes at half the sustainable turn rate the last `make bench` found (docs/benchmarks.md): p99, lag and RSS per minute (docs/benchmarks-soak.md,
 # docs/soak.png).
 bench-soak: $(STAMP)
 	$(BIN)/python -m bench.soak --phase soak
 
-# Twice the sustainable turn rate for a minute, then half: how soon p99 recovers, and that nothing
+# Twice that sustainable turn rate for a minute, then half: how soon p99 recovers, and that nothing
 # acknowledged was lost (about three minutes; docs/benchmarks-soak.md, docs/overload.png).
 bench-overload: $(STAMP)
 	$(BIN)/python -m bench.soak --phase overload

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 # The carrier gate's section of docs/benchmarks.md is written by bench/gate.py and carried over by bench.run.
+TURNS_HEADING = "## (b) Turn traffic (full calls): sustainable rate"
 TARGETS_NOTE = "Targets are the issue's; a miss is reported as measured, the service was not tuned for this run."
 
 
@@ -172,7 +174,7 @@ def render(r: dict[str, Any], command: str) -> str:
         out += [RUN_HEADER, run_row(fixed), ""]
         if fixed.get("error_samples"):
             out += [f"Error answers seen: `{fixed['error_samples']}`", ""]
-    out += ["## (b) Turn traffic (full calls): sustainable rate", ""]
+    out += [TURNS_HEADING, ""]
     out += search_table(r.get("turns"))
     turns = r.get("turns") or {}
     if turns.get("steps"):
@@ -473,6 +475,13 @@ def with_section(document: str, name: str, section: str) -> str:
         head, rest = document.split(begin, 1)
         return head + section + rest.split(end, 1)[1]
     return document.rstrip("\n") + "\n\n" + section + "\n"
+
+
+def turn_rate_found(document: str) -> float | None:
+    """The sustainable turn-traffic rate an earlier report found; None when it found none."""
+    _, found, rest = document.partition(TURNS_HEADING)
+    match = re.search(r"^\*\*sustainable: ([0-9.]+) /s\*\*", rest.split("\n## ", 1)[0], re.MULTILINE)
+    return float(match.group(1)) if found and match else None
 
 
 def section_of(document: str, name: str) -> str | None:

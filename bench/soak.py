@@ -1,8 +1,8 @@
 """`python -m bench.soak`: a long run at half the sustainable mixed rate, and recovery from an overload.
 
-soak      `--minutes` (10) of full calls (start, turns, end) at half `--sustainable`, the turn-traffic rate
-          `make bench` found (docs/benchmarks.md): p99 per minute, the worker's lag (sampled every 2 s)
-          and each process's RSS per minute.
+soak      `--minutes` (10) of full calls (start, turns, end) at half `--sustainable`, by default the
+          turn-traffic rate the last `make bench` found (docs/benchmarks.md): p99 per minute, the worker's
+          lag (sampled every 2 s) and each process's RSS per minute.
 overload  twice `--sustainable` for 60 s, then half of it for 60 s: p99 per 5 s, the seconds from the drop
           until p99 stays under 50 ms, and a check through `GET /v1/calls/{call_id}` that every call whose
           start was acknowledged has every acknowledged turn and end in its record.
@@ -27,6 +27,7 @@ import aiohttp
 
 from bench.loadgen import in_process
 from bench.memory import rocksdb_mb
+from bench.report import turn_rate_found
 from bench.run import P99_TARGET_MS, ROOT, loadavg, machine, snapshot_rss
 from bench.service import Progress, Service, create_accounts, start_service
 from bench.soak_report import draw_overload, draw_soak, render
@@ -36,6 +37,7 @@ from infra.ports import free_port_block
 OVERLOAD_STEP_S = 60.0
 OVERLOAD_WINDOW_S = 5.0
 RECOVERY_TARGET_S = 30.0
+BENCHMARKS = ROOT / "docs" / "benchmarks.md"
 
 
 def log(message: str) -> None:
@@ -197,12 +199,21 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__)
     parser.add_argument("--phase", choices=("soak", "overload", "both"), default="both")
     parser.add_argument(
-        "--sustainable", type=float, default=1000.0, help="the sustainable turn-traffic rate docs/benchmarks.md found"
+        "--sustainable",
+        type=float,
+        default=None,
+        help="the sustainable turn-traffic rate (default: the one docs/benchmarks.md found)",
     )
     parser.add_argument("--minutes", type=float, default=10.0, help="length of the soak")
     parser.add_argument("--accounts", type=int, default=800, help="guard accounts, 25 protected numbers each")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks-soak.md")
     args = parser.parse_args(argv)
+    if args.sustainable is None:
+        # The rate this machine sustains now, not a constant from another machine or another week.
+        found = turn_rate_found(BENCHMARKS.read_text()) if BENCHMARKS.exists() else None
+        if found is None:
+            parser.error(f"{BENCHMARKS} names no sustainable turn rate: run `make bench` or pass --sustainable")
+        args.sustainable = found
     # The worker serves Prometheus here: its RocksDB cache is read with every RSS sample.
     os.environ["CALLSCREEN_METRICS_PORT"] = str(free_port_block(2))
     with tempfile.TemporaryDirectory(prefix="callscreen-soak-") as tmp:
