@@ -159,6 +159,7 @@ async def run(settings: Settings, topic: str, root: Path, start: dict[int, int])
                     for number_key, fact in lean.fold(record.value, record.key.decode(), tp.partition):
                         acks.append(await producer.send(out_topic, fact, key=number_key.encode()))
                     folded += 1
+            lean.view.store.write_pending()
             dirty, lean.rows.dirty = lean.rows.dirty, {}
             for (_, partition, key), row in dirty.items():
                 acks.append(await producer.send(out_topic, row, key=key, partition=partition))

@@ -104,7 +104,8 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
     consume_inline()
     app = make_faust_app(settings, generation.app_id(settings), worker_dir / "faust")
     rocks = RocksBudget(settings.rocksdb_memory_mb)
-    view = FeatureView(RocksStore(worker_dir / "features", rocks), settings.rules.scoring)
+    view_store = RocksStore(worker_dir / "features", rocks)
+    view = FeatureView(view_store, settings.rules.scoring)
     progress = Progress(settings, app, generation)
     mirror = FactMirror(settings, view, generation, progress.holds_every_partition)
     appender = Appender(settings)
@@ -119,7 +120,14 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
         tables=tables,
         appender=appender,
         commits=Commits(
-            app, settings.topic, frozenset(map(settings.topic, SOURCE_TOPICS)), tables, appender, metrics, faults
+            app,
+            settings.topic,
+            frozenset(map(settings.topic, SOURCE_TOPICS)),
+            tables,
+            view_store,
+            appender,
+            metrics,
+            faults,
         ),
         progress=progress,
         view=view,

@@ -1,7 +1,8 @@
 """Offsets are committed after what they cover is durable, never after the answer alone.
 
-A fold writes its table rows in memory and queues its appends; neither waits. The rows reach
-RocksDB and their changelogs in a coalesced flush every `changelog_flush_ms`, and an event's offset is
+A fold writes its table rows and the feature view in memory and queues its appends; none waits. The
+rows reach RocksDB and their changelogs, and the view its RocksDB, in a coalesced flush every
+`changelog_flush_ms`, and an event's offset is
 acknowledged (so Faust may commit it) only once that flush and every record the fold appended are
 acknowledged by the broker. A crash before that refolds the event; every fold is idempotent.
 """
@@ -21,6 +22,7 @@ from processors.appender import Appender
 from processors.faults import Faults
 from processors.faust_tuning import committed_offset, read_offset
 from processors.metrics import WorkerMetrics
+from processors.rocks_store import RocksStore
 from processors.tables import Tables
 
 log = logging.getLogger(__name__)
@@ -38,6 +40,7 @@ class Commits:
         topic_name: Callable[[str], str],
         source_topics: frozenset[str],
         tables: Tables,
+        view_store: RocksStore,
         appender: Appender,
         metrics: WorkerMetrics,
         faults: Faults,
@@ -47,6 +50,7 @@ class Commits:
         self.source_topics = source_topics
         self.faults = faults
         self.tables = tables
+        self.view_store = view_store
         self.appender = appender
         self.metrics = metrics
         # Folded events whose table writes are not yet on a changelog: acknowledged by the next flush.
@@ -223,6 +227,7 @@ class Commits:
         interleave. Returns how many changelog records it sent."""
         async with self._flush_lock:
             held, self._unflushed = self._unflushed, []
+            self.view_store.write_pending()
             written = await self.tables.flush(self.appender.send_changelog)
             # An event's writes may have gone out with an earlier flush, still in flight.
             task = asyncio.create_task(self._ack_when_durable(held, written, self._last_flush))

@@ -1,6 +1,12 @@
 """The feature view's store in RocksDB: JSON values under string keys, within the worker's budget.
 
-It keeps the `domain.store.Store` contract (tests/unit/test_store.py runs it on both stores).
+It keeps the `domain.store.Store` contract (tests/unit/test_store.py runs it on both stores). A put is
+kept in memory, where gets see it, until `write_pending` writes every put since the last one in a
+single write batch: a start puts about ten keys, and each put of its own was a write to RocksDB's
+write-ahead log (docs/profiles/README.md, "The feature view written behind"). The worker calls
+`write_pending` in each changelog flush, before it acknowledges the events the flush covers, so a
+committed offset never runs ahead of the view; the mirror's positions are puts like any other, and
+reach RocksDB in the same batch as the facts they cover.
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from rocksdict import WriteBatch
 
 from processors.rocks import RocksBudget
 
@@ -17,13 +24,28 @@ class RocksStore:
     def __init__(self, path: Path, budget: RocksBudget) -> None:
         path.mkdir(parents=True, exist_ok=True)
         self.db = budget.open(path)
+        self._pending: dict[bytes, bytes] = {}
 
     def get(self, key: str) -> Any:
-        raw = self.db.get(key.encode())
+        raw_key = key.encode()
+        raw = self._pending.get(raw_key)
+        if raw is None:
+            raw = self.db.get(raw_key)
         return None if raw is None else msgspec.json.decode(raw)
 
     def put(self, key: str, value: Any) -> None:
-        self.db[key.encode()] = msgspec.json.encode(value)
+        self._pending[key.encode()] = msgspec.json.encode(value)
+
+    def write_pending(self) -> None:
+        """Write every put since the last call to RocksDB, in one batch."""
+        if not self._pending:
+            return
+        batch = WriteBatch(raw_mode=True)
+        for key, raw in self._pending.items():
+            batch.put(key, raw)
+        self.db.write(batch)
+        self._pending = {}
 
     def close(self) -> None:
+        self.write_pending()
         self.db.close()

@@ -57,3 +57,18 @@ def test_the_feature_view_folds_the_same_on_either_store(store: Store) -> None:
     found = view.block("acct_x", "+14155552671", "+12125550123", 2_000)
     assert found is not None and found.reason == "caller.rate_exceeded"
     assert view.block("acct_x", "+14155552671", "+12125550123", 3_601_000) is None
+
+
+def test_rocksdb_puts_reach_the_database_at_write_pending_and_at_close(tmp_path: Path) -> None:
+    budget = RocksBudget(8)
+    store = RocksStore(tmp_path / "db", budget)
+    store.put("a", {"n": 1})
+    assert store.db.get(b"a") is None
+    store.write_pending()
+    assert store.db.get(b"a") == b'{"n":1}'
+    store.put("a", {"n": 2})
+    store.put("b", [1])
+    store.close()
+    reopened = RocksStore(tmp_path / "db", budget)
+    assert (reopened.get("a"), reopened.get("b")) == ({"n": 2}, [1])
+    reopened.close()
