@@ -489,12 +489,14 @@ async def fold_rate(bench: Bench, calls: int) -> dict[str, Any]:
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
-    # The fold rate while a backlog existed: from the first sample that saw progress to the last.
+    # The fold rate while a backlog existed: from the first sample that saw progress to the first that saw
+    # the last position (the samples after it only wait for the drain to be confirmed).
     moving = [s for s in samples if s[1] > start_folded]
     rate = None
     if len(moving) >= 2:
-        (t0, f0, _), (t1, f1, _) = moving[0], moving[-1]
-        rate = round((f1 - f0) / max(t1 - t0, 1e-9), 1)
+        last = max(f for _, f, _ in moving)
+        (t0, f0, _), (t1, f1, _) = moving[0], next(s for s in moving if s[1] == last)
+        rate = round((f1 - f0) / max(t1 - t0, 1e-9), 1) if t1 > t0 else None
     return {
         "append": appended,
         "from_offsets": backlog_from,
@@ -575,7 +577,7 @@ def machine() -> dict[str, Any]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
     parser.add_argument("--accounts", type=int, default=800, help="guard accounts, 25 protected numbers each")
-    parser.add_argument("--calls", type=int, default=2000, help="calls appended for the fold-rate/memory phase")
+    parser.add_argument("--calls", type=int, default=8000, help="calls appended for the fold-rate/memory phase")
     parser.add_argument("--start-rate", type=float, default=200.0, help="scenario (a): call.started per second")
     parser.add_argument("--start-seconds", type=float, default=20.0, help="scenario (a): seconds of arrivals")
     parser.add_argument("--warmup-seconds", type=float, default=15.0, help="unmeasured call.started before (a)")
