@@ -65,7 +65,7 @@ def register(w: Parts) -> None:
 async def fold_event(w: Parts, events: Any, record: Any, pending: list[Any], due_calls: DueIndex) -> None:
     event = decode_event(record.value)
     replay = w.progress.folded("events", record)
-    if replay:
+    if not w.mirror.caught_up.is_set():
         await w.mirror.caught_up.wait()
     # With the partitions split between workers, an event must see every fact appended before it was
     # sent, whichever worker appended it: the same answers as one worker, at the cost of a round trip.

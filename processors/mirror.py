@@ -73,6 +73,12 @@ class FactMirror:
             }
             for tp, offset in positions.items():
                 consumer.seek(tp, offset)
+            # No event is folded before the view holds every fact the log holds now (`caught_up`): after a
+            # crash, the view can lack facts its last flush did not write, and a start's refold must find
+            # its decision, already given and appended, rather than decide again on a view that other
+            # partitions' facts have moved since.
+            for tp, end in (await offsets.end_offsets(partitions)).items():
+                self.targets[tp] = max(self.targets.get(tp, 0), end)
             self._check()
             while True:
                 batches = await consumer.getmany(timeout_ms=1000)
@@ -91,7 +97,12 @@ class FactMirror:
             await offsets.stop()
 
     def own(self, fact: Fact) -> None:
-        """A fact this worker is appending: in the view at once, again (a no-op) when read back."""
+        """A fact this worker is appending: in the view at once, again (a no-op) when read back.
+
+        Like every put to the view, it reaches RocksDB with the next changelog flush
+        (`processors/rocks_store.py`); a crash before it loses only what the log gives back (`run`) or
+        an uncommitted event's refold applies again.
+        """
         self.view.apply(fact)
 
     def apply(self, topic: str, raw: bytes) -> None:
@@ -104,7 +115,7 @@ class FactMirror:
             log.exception("skipped a record the view cannot read", extra={"topic": topic})
 
     def _check(self) -> None:
-        """A replay of events may start once the view holds every fact the rebuild found."""
+        """Events may be folded once the view holds every fact the rebuild found and the log held at start."""
         if not self.caught_up.is_set() and all(self.positions.get(tp, 0) >= end for tp, end in self.targets.items()):
             self.caught_up.set()
 

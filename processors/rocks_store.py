@@ -2,11 +2,12 @@
 
 It keeps the `domain.store.Store` contract (tests/unit/test_store.py runs it on both stores). A put is
 kept in memory, where gets see it, until `write_pending` writes every put since the last one in a
-single write batch: a start puts about ten keys, and each put of its own was a write to RocksDB's
-write-ahead log (docs/profiles/README.md, "The feature view written behind"). The worker calls
-`write_pending` in each changelog flush, before it acknowledges the events the flush covers, so a
-committed offset never runs ahead of the view; the mirror's positions are puts like any other, and
-reach RocksDB in the same batch as the facts they cover.
+single write batch: a start's fact puts about ten keys, and each put of its own was a write to
+RocksDB's write-ahead log (docs/profiles/README.md, "The feature view written behind"). The worker
+calls `write_pending` in each changelog flush, before it acknowledges the events the flush covers, so
+a committed offset never runs ahead of the view; the mirror's positions reach RocksDB in the same
+batch as the facts they cover. After a crash the mirror reads the log up to its end before any event
+is folded (`processors/mirror.py`), so a fact the flush had not written but the log holds is back.
 """
 
 from __future__ import annotations
