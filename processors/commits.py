@@ -1,10 +1,10 @@
 """Offsets are committed after what they cover is durable, never after the answer alone.
 
-A fold writes its table rows and the feature view in memory and queues its appends; none waits. The
-rows reach RocksDB and their changelogs, and the view its RocksDB, in a coalesced flush every
-`changelog_flush_ms`, and an event's offset is
-acknowledged (so Faust may commit it) only once that flush and every record the fold appended are
-acknowledged by the broker. A crash before that refolds the event; every fold is idempotent.
+A fold writes its table rows and the feature view in memory and queues its appends; none waits. The rows
+reach RocksDB and their changelogs, and the view its RocksDB, in a coalesced flush every
+`changelog_flush_ms`, and an event's offset is acknowledged (so Faust may commit it) only once that
+flush and every record the fold appended are acknowledged by the broker. A crash before that refolds the
+event; every fold is idempotent.
 """
 
 from __future__ import annotations
