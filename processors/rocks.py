@@ -12,11 +12,12 @@ tables hold: near, not under, since neither the cache nor the manager stalls wri
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from faust.stores.rocksdb import RocksDBOptions
-from rocksdict import BlockBasedOptions, Cache, Options, Rdict, WriteBufferManager
+from rocksdict import BlockBasedOptions, Cache, Options, Rdict, WriteBatch, WriteBufferManager
 
 MB = 1024 * 1024
 # A memtable is flushed at this size even when the budget has room: keeps each flush short.
@@ -51,6 +52,17 @@ class RocksBudget:
 
     def open(self, path: Path) -> Rdict:
         return Rdict(str(path), options=self.options())
+
+
+def write_rows(db: Rdict, rows: Iterable[tuple[bytes, bytes | None]]) -> None:
+    """Puts, and a delete for each None value, in one write batch: after a crash, all of them or none."""
+    batch = WriteBatch(raw_mode=True)
+    for key, raw in rows:
+        if raw is None:
+            batch.delete(key)
+        else:
+            batch.put(key, raw)
+    db.write(batch)
 
 
 class BudgetedFaustOptions(RocksDBOptions):

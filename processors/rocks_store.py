@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from rocksdict import WriteBatch
 
-from processors.rocks import RocksBudget
+from processors.rocks import RocksBudget, write_rows
 
 
 class RocksStore:
@@ -39,13 +38,9 @@ class RocksStore:
 
     def write_pending(self) -> None:
         """Write every put since the last call to RocksDB, in one batch."""
-        if not self._pending:
-            return
-        batch = WriteBatch(raw_mode=True)
-        for key, raw in self._pending.items():
-            batch.put(key, raw)
-        self.db.write(batch)
-        self._pending = {}
+        if self._pending:
+            write_rows(self.db, self._pending.items())
+            self._pending = {}
 
     def close(self) -> None:
         self.write_pending()

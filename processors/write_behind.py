@@ -31,8 +31,9 @@ import faust
 import msgspec
 from faust.stores.rocksdb import Store as RocksDBStore
 from faust.streams import current_event
-from rocksdict import Rdict, WriteBatch
+from rocksdict import Rdict
 
+from processors.rocks import write_rows
 from processors.row_cache import RowCache, fits
 
 # Queues a partition's changelog records (topic, partition, [(key, value or None to delete)]); returns their acks.
@@ -99,15 +100,17 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
         """Write what was written since the last flush to RocksDB: one write batch per partition.
 
         Called again before the flush (a rebalance, a sweep's scan), it writes the same values again."""
-        batches: dict[int, WriteBatch] = {}
+        self._put(self._dirty_by_partition())
+
+    def _dirty_by_partition(self) -> dict[int, list[tuple[bytes, bytes | None]]]:
+        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
         for (partition, key), raw in self._dirty.items():
-            batch = batches.setdefault(partition, WriteBatch(raw_mode=True))
-            if raw is None:
-                batch.delete(key)
-            else:
-                batch.put(key, raw)
-        for partition, batch in batches.items():
-            self._partition_db(partition).write(batch)
+            by_partition.setdefault(partition, []).append((key, raw))
+        return by_partition
+
+    def _put(self, by_partition: dict[int, list[tuple[bytes, bytes | None]]]) -> None:
+        for partition, rows in by_partition.items():
+            write_rows(self._partition_db(partition), rows)
 
     def written_items(self) -> Any:
         """Every row this worker holds, what was written since the last flush included."""
@@ -138,11 +141,9 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
 
     async def flush_changelog(self, send_batch: SendBatch) -> list[asyncio.Future[Any]]:
         """Write the dirty keys to RocksDB and queue their last values on the changelog; the acks to wait for."""
-        self.put_pending()
-        dirty, self._dirty = self._dirty, {}
-        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
-        for (partition, key), value in dirty.items():
-            by_partition.setdefault(partition, []).append((key, value))
+        by_partition = self._dirty_by_partition()
+        self._put(by_partition)
+        self._dirty = {}
         acks = []
         for partition, records in by_partition.items():
             sent = await send_batch(self.changelog_topic_name, partition, records)
