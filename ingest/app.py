@@ -88,9 +88,9 @@ async def errors_and_metrics(request: web.Request, handler: Handler) -> web.Stre
     elapsed = time.perf_counter() - started
     route = route_name(request)
     metrics = request.app[EDGE].metrics
-    labels = {"route": route, "method": request.method, "status": str(response.status)}
-    metrics.requests.labels(**labels).inc()
-    metrics.latency.labels(**labels).observe(elapsed)
+    labels = (route, request.method, str(response.status))
+    metrics.child(metrics.requests, *labels).inc()
+    metrics.child(metrics.latency, *labels).observe(elapsed)
     if log.isEnabledFor(logging.INFO):
         log.info(
             "request",

@@ -27,9 +27,9 @@ async def post_event(request: web.Request) -> web.Response:
     kind = event_type(event)
     started = time.perf_counter()
     pending = await edge.send_request(edge.settings.topic("events"), keys.call(account.id, event.call_id), event)
-    edge.metrics.events.labels(type=kind).inc()
+    edge.metrics.child(edge.metrics.events, kind).inc()
     reply = await edge.answer(pending)
-    edge.metrics.answers.labels(type=kind).observe(time.perf_counter() - started)
+    edge.metrics.child(edge.metrics.answers, kind).observe(time.perf_counter() - started)
     return json_response(reply["body"], status=reply["status"])
 
 

@@ -122,9 +122,9 @@ async def ask(edge: Edge, account_id: str, event: AnyEvent) -> dict[str, Any]:
     kind = event_type(event)
     started = time.perf_counter()
     pending = await edge.send_request(edge.settings.topic("events"), keys.call(account_id, event.call_id), event)
-    edge.metrics.events.labels(type=kind).inc()
+    edge.metrics.child(edge.metrics.events, kind).inc()
     reply = await edge.answer(pending)
-    edge.metrics.answers.labels(type=kind).observe(time.perf_counter() - started)
+    edge.metrics.child(edge.metrics.answers, kind).observe(time.perf_counter() - started)
     return reply
 
 
