@@ -220,6 +220,9 @@ class Edge:
         self, topic: str, key: str, record: Any, partition: int | None = None
     ) -> asyncio.Future[dict[str, Any]]:
         """Append a record that expects an answer; returns once the broker acknowledged it."""
+        if partition is None:
+            # The partition Kafka's partitioner picks, from the cached hash (`infra.kafka.partition_for`).
+            partition = self.partition_for(key)
         try:
             return await self.log.ask(topic, key, msgspec.json.encode(record), partition)
         except LogUnavailable as exc:
