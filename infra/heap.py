@@ -1,8 +1,15 @@
-"""The cyclic garbage collector and what a service has built before it serves."""
+"""The cyclic garbage collector, what a service has built before it serves, and the C heap."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
+
+# glibc's mallopt parameter number for M_MMAP_THRESHOLD (malloc.h).
+M_MMAP_THRESHOLD = -3
+# glibc's starting threshold: a block this large or larger gets pages of its own.
+MMAP_THRESHOLD_BYTES = 128 * 1024
 
 
 def freeze_startup_objects() -> None:
@@ -15,3 +22,19 @@ def freeze_startup_objects() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+def map_large_blocks() -> bool:
+    """Keep glibc's mmap threshold at 128 KB, so a large block freed goes back to the system.
+
+    glibc raises the threshold to the size of each mapped block that is freed, up to 32 MB. RocksDB's
+    memtable arena blocks (512 KB here) are allocated and freed all the time, so after the first few
+    they came from the main heap, where the holes they left kept the worker's RSS growing in a long run
+    (docs/profiles/README.md, "The worker's memory in the soak"). False where the C library has no
+    `mallopt` (not glibc): nothing changes there.
+    """
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    mallopt = getattr(libc, "mallopt", None)
+    if mallopt is None:
+        return False
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))

@@ -10,7 +10,7 @@ from pathlib import Path
 import faust
 
 from infra.control import current_generation, log_identity
-from infra.heap import freeze_startup_objects
+from infra.heap import freeze_startup_objects, map_large_blocks
 from infra.kafka import ensure_changelogs
 from infra.settings import Settings
 from processors.app import create_app
@@ -20,6 +20,7 @@ LOG_ID_FILE = "log-id"
 
 
 def run_worker(settings: Settings) -> None:
+    map_large_blocks()
     base = Path(settings.data_dir) / f"worker-{settings.worker_index}"
     forget_stale_tables(base, asyncio.run(log_identity(settings)))
     generation = asyncio.run(current_generation(settings))
