@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import gc
 
 # glibc's mallopt parameter number for M_MMAP_THRESHOLD (malloc.h).
@@ -33,8 +32,8 @@ def map_large_blocks() -> bool:
     (docs/profiles/README.md, "The worker's memory in the soak"). False where the C library has no
     `mallopt` (not glibc): nothing changes there.
     """
-    libc = ctypes.CDLL(ctypes.util.find_library("c"))
-    mallopt = getattr(libc, "mallopt", None)
+    # The process's own symbols, the C library's among them: no search for the library's file.
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
     if mallopt is None:
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
