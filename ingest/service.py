@@ -243,7 +243,7 @@ class Edge:
 
     async def query(self, record: Any, key: str) -> dict[str, Any]:
         """Ask the worker that owns `key`'s partition a read-only question."""
-        return await self.ask(self.settings.topic("queries"), key, record, partition=self.partition_for(key))
+        return await self.ask(self.settings.topic("queries"), key, record)
 
     async def query_all(self, record: Any) -> list[dict[str, Any]]:
         """Ask every partition's owner and gather their answers (scatter/gather for listings)."""
