@@ -40,3 +40,25 @@ async def test_a_fact_whose_ack_is_pending_is_kept() -> None:
     for offset in range(KEEP):
         barrier.appended(f"acct:{offset}", acked(1, offset))
     assert list(barrier.last_fact) == ["acct:+15550000001"]
+
+
+async def test_with_the_detector_keeping_up_it_holds_at_most_its_limit() -> None:
+    barrier = Barrier(cast(FactMirror, None), wait_s=5.0)
+    for offset in range(10 * KEEP):
+        barrier.appended(f"acct:{offset}", acked(0, offset))
+        barrier.detector_folded(0, offset)
+    assert len(barrier.last_fact) <= KEEP
+
+
+async def test_with_the_detector_behind_it_keeps_every_fact_it_has_not_folded() -> None:
+    barrier = Barrier(cast(FactMirror, None), wait_s=5.0)
+    for offset in range(5 * KEEP):
+        barrier.appended(f"acct:{offset}", acked(0, offset))
+    assert len(barrier.last_fact) == 5 * KEEP
+    barrier.detector_folded(0, 5 * KEEP - 1)
+    barrier.appended("acct:last", acked(0, 5 * KEEP))
+    assert len(barrier.last_fact) == 5 * KEEP + 1
+    for offset in range(5 * KEEP):
+        barrier.appended(f"acct:again-{offset}", acked(0, 5 * KEEP + 1 + offset))
+    assert "acct:0" not in barrier.last_fact
+    assert "acct:last" in barrier.last_fact
