@@ -85,6 +85,20 @@ def soak_verdicts(soak: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]
     return lines
 
 
+def prefill_lines(before: dict[str, Any] | None) -> list[str]:
+    if before is None:
+        return ["The store was empty at the start.", ""]
+    worker = before["rss"].get("worker", {}).get("rss_mb")
+    return [
+        f"Before the first minute the store was filled with {before['calls']:,} calls (start and end,"
+        f" {before['records']:,} records appended straight to the events topic, `bench/prefill.py`), folded"
+        f" {before['drained_s']} s after the last was appended: worker RSS {worker}"
+        f" MB, its RocksDB cache {before['rocksdb_mb']} MB. A running service has state, and its cache is full"
+        " of it; from an empty store the cache fills towards its budget during the soak.",
+        "",
+    ]
+
+
 def soak_section(results: dict[str, Any], command: str) -> str:
     soak = results["soak"]
     rows = per_minute(soak)
@@ -108,6 +122,7 @@ def soak_section(results: dict[str, Any], command: str) -> str:
             + f" Full calls (start, 10-40 turns, end) at half the sustainable turn rate ({results['sustainable']:g}"
             " events/s, docs/benchmarks.md), from the first second on.",
             "",
+            *prefill_lines(soak.get("prefill")),
             "![p99, lag and RSS per minute](soak.png)",
             "",
             *table,
