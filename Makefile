@@ -91,8 +91,8 @@ bench-profile: $(STAMP)
 bench-gate: $(STAMP)
 	$(BIN)/python -m bench.gate
 
-# Ten minutes at half the sustainable turn rate the last `make bench` found (docs/benchmarks.md): p99,
-# lag and RSS per minute (docs/benchmarks-soak.md, docs/soak.png).
+# Ten minutes at half the sustainable turn rate the last `make bench` found (docs/benchmarks.md), on a store
+# of 40,000 calls: p99, lag and RSS per minute (docs/benchmarks-soak.md, docs/soak.png).
 bench-soak: $(STAMP)
 	$(BIN)/python -m bench.soak --phase soak
 
