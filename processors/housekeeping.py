@@ -4,6 +4,7 @@ the status topic (readiness, rebuild progress, lag), and the control topic that 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -20,6 +21,9 @@ from processors.parts import Parts
 
 # Within the rebalance timeout (processors/app.py), so the group does not give up on this worker.
 HAND_OVER_S = 4.0
+# The longest a heartbeat waits for its lag figures. The broker's first answer about the topics a worker
+# holds took 1.3 s after start, and the heartbeat, a readiness report, was late behind a metric.
+OBSERVE_WAIT_S = 0.5
 
 
 def register(w: Parts) -> None:
@@ -90,7 +94,9 @@ def register(w: Parts) -> None:
             held.setdefault(name, set()).add(tp.partition)
             target = w.generation.targets.get(name, {}).get(str(tp.partition), 0)
             replay.setdefault(name, {})[str(tp.partition)] = [done, target]
-        await observe(replay, positions)
+        with contextlib.suppress(TimeoutError):
+            # Left without lag figures, this heartbeat's metrics wait for the next one.
+            await asyncio.wait_for(observe(replay, positions), OBSERVE_WAIT_S)
         tables: Any = app.tables
         caught_up = all(d >= t for parts in replay.values() for d, t in parts.values())
         ready = not app.rebalancing and tables.recovery.completed.is_set() and caught_up and w.mirror.caught_up.is_set()
