@@ -81,8 +81,8 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.run
 	$(BIN)/python -m bench.gate
 
-# make bench with py-spy on the edge and the worker: top functions in docs/benchmarks.md, flame graphs in
-# docs/profiles/.
+# make bench with py-spy on the edge and the worker (and on the worker folding a backlog): top functions,
+# and where the fold's CPU went, in docs/benchmarks.md; flame graphs in docs/profiles/.
 bench-profile: $(STAMP)
 	$(BIN)/python -m bench.run --profile
 	$(BIN)/python -m bench.gate

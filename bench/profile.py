@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
+import signal
 import sys
 from collections import Counter
 from pathlib import Path
@@ -16,8 +17,12 @@ def py_spy() -> str | None:
     return str(beside) if beside.exists() else shutil.which("py-spy")
 
 
-async def record(pid: int, seconds: int, out: Path, form: str = "raw") -> asyncio.subprocess.Process | None:
-    """Start `py-spy record` in `form` (raw collapsed stacks, or a flamegraph SVG); returns the process to await."""
+async def record(
+    pid: int, seconds: int, out: Path, form: str = "raw", gil: bool = False
+) -> asyncio.subprocess.Process | None:
+    """Start `py-spy record` in `form` (raw collapsed stacks, or a flamegraph SVG); returns the process to await.
+
+    With `gil`, only samples of a thread holding the GIL: where the CPU went, without the waits."""
     binary = py_spy()
     if binary is None:
         return None
@@ -33,6 +38,7 @@ async def record(pid: int, seconds: int, out: Path, form: str = "raw") -> asynci
         "--format",
         form,
         "--nonblocking",
+        *(["--gil"] if gil else []),
         "--output",
         str(out),
         stdout=asyncio.subprocess.DEVNULL,
@@ -50,22 +56,77 @@ async def finish(process: asyncio.subprocess.Process, timeout_s: float) -> None:
         await process.wait()
 
 
+async def stop(process: asyncio.subprocess.Process, timeout_s: float) -> None:
+    """Stop a recording before its duration is up; py-spy writes what it has on SIGINT."""
+    with contextlib.suppress(ProcessLookupError):
+        process.send_signal(signal.SIGINT)
+    await finish(process, timeout_s)
+
+
+def stacks(collapsed: Path) -> list[tuple[list[str], int]]:
+    """py-spy's collapsed stacks: each sample's frames (`func (path:line)`, root first) and its weight."""
+    found: list[tuple[list[str], int]] = []
+    if not collapsed.exists():
+        return found
+    for line in collapsed.read_text(errors="replace").splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack or not n.isdigit():
+            continue
+        frames = [f.strip() for f in stack.split(";") if f.strip()]
+        frames = [f for f in frames if not f.startswith("process ") and not f.startswith("thread ")]
+        if frames:
+            found.append((frames, int(n)))
+    return found
+
+
+# Where a folding worker's CPU goes. A sample under one of the folds is that fold's, whatever it calls (its
+# appends through aiokafka included). Any other sample belongs to the library of its deepest frame that is
+# in one: the Faust and mode frames between the consumer and the agents, aiokafka's fetches and produce
+# requests, or the worker's own bookkeeping. The worker's loop (`mode/worker.py`) is the root of every stack.
+FOLD_PARTS: list[tuple[str, tuple[str, ...]]] = [
+    ("folding events: the call, its tables and view, its appends", ("fold_event (processors/agents_calls.py",)),
+    ("the detector's fold of each fact", ("observe (processors/agents_detect.py",)),
+    ("changelog and view flushes", ("Commits.flush (processors/commits.py", "Outbox._drain (processors/outbox.py")),
+]
+LIBRARY_PARTS: list[tuple[str, tuple[str, ...]]] = [
+    ("Kafka's client: fetches, produce requests, the protocol", ("(aiokafka/",)),
+    ("Faust and mode: the hand-over from consumer to agents, streams, timers", ("(faust/", "(mode/")),
+    ("the worker's own bookkeeping: commits, progress, barrier, mirror, heartbeats", ("(processors/", "(infra/")),
+]
+LOOP_ROOT = "Worker.execute_from_commandline (mode/worker.py"
+LOOP = "the event loop itself: callbacks and I/O with no Python frame"
+
+
+def part_of(frames: list[str]) -> str:
+    """The part of `FOLD_PARTS`, then `LIBRARY_PARTS`, one sample belongs to."""
+    root = next((i for i, f in enumerate(frames) if f.startswith(LOOP_ROOT)), -1)
+    above = frames[root + 1 :]
+    for name, marks in FOLD_PARTS:
+        if any(f.startswith(m) for f in above for m in marks):
+            return name
+    for frame in reversed(above):
+        for name, marks in LIBRARY_PARTS:
+            if any(m in frame for m in marks):
+                return name
+    return LOOP if not above else "other"
+
+
+def parts(collapsed: Path) -> dict[str, Any]:
+    """Each part's share of the samples, in the order of `FOLD_PARTS` and `LIBRARY_PARTS`."""
+    shares: Counter[str] = Counter()
+    for frames, weight in stacks(collapsed):
+        shares[part_of(frames)] += weight
+    samples = sum(shares.values())
+    order = [name for name, _ in FOLD_PARTS + LIBRARY_PARTS] + [LOOP, "other"]
+    return {"samples": samples, "rows": [(name, round(100.0 * shares[name] / samples, 1)) for name in order if samples]}
+
+
 def top_functions(collapsed: Path, count: int = 12) -> dict[str, Any]:
     """From py-spy's collapsed stacks: (function, own %, total %) rows, the busiest first by own time."""
     own: Counter[str] = Counter()
     total: Counter[str] = Counter()
     samples = 0
-    if not collapsed.exists():
-        return {"samples": 0, "rows": []}
-    for line in collapsed.read_text(errors="replace").splitlines():
-        stack, _, n = line.rpartition(" ")
-        if not stack or not n.isdigit():
-            continue
-        weight = int(n)
-        frames = [f.strip() for f in stack.split(";") if f.strip()]
-        frames = [f for f in frames if not f.startswith("process ") and not f.startswith("thread ")]
-        if not frames:
-            continue
+    for frames, weight in stacks(collapsed):
         samples += weight
         own[short(frames[-1])] += weight
         for frame in {short(f) for f in frames}:

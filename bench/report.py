@@ -443,6 +443,9 @@ def profile_section(profiles: list[dict[str, Any]]) -> list[str]:
     for prof in profiles:
         if prof.get("error"):
             return [*out, prof["error"], ""]
+        if prof["mode"] == "fold":
+            out += fold_profile(prof)
+            continue
         what = "turn traffic (full calls)" if prof["mode"] == "calls" else "`call.started` only"
         out += [
             f"py-spy (200 Hz, non-blocking) on the edge and the worker for {prof['seconds']} s of {what} at "
@@ -461,6 +464,32 @@ def profile_section(profiles: list[dict[str, Any]]) -> list[str]:
             out += [f"| `{fn}` | {own} | {total} |" for fn, own, total in top["rows"]]
             out.append("")
     return out
+
+
+def fold_profile(prof: dict[str, Any]) -> list[str]:
+    """Where the worker's CPU went while it folded a backlog, by part (`bench.profile.parts`)."""
+    graph = prof.get("graphs", {}).get("worker", "")
+    out = [
+        f"py-spy (200 Hz, non-blocking, samples holding the GIL only) on the worker while it folded {prof['calls']} "
+        f"calls appended straight to the events topic ({prof['seconds']} s to the drain); "
+        f"flame graph: [worker]({graph.removeprefix('docs/')}).",
+        "",
+        f"### fold: where the worker's CPU went ({prof['parts']['samples']} samples)",
+        "",
+        "| part (bench/profile.py, `FOLD_PARTS` and `LIBRARY_PARTS`) | % of samples |",
+        "|---|---:|",
+    ]
+    out += [f"| {name} | {share} |" for name, share in prof["parts"]["rows"]]
+    for name, top in prof.get("top", {}).items():
+        out += [
+            "",
+            f"### fold: {name} ({top['samples']} samples)",
+            "",
+            "| function | own % | total % |",
+            "|---|---:|---:|",
+        ]
+        out += [f"| `{fn}` | {own} | {total} |" for fn, own, total in top["rows"]]
+    return [*out, ""]
 
 
 def markers(name: str) -> tuple[str, str]:

@@ -52,6 +52,8 @@ PROFILES = ROOT / "docs" / "profiles"
 LADDER: list[float] = [25, 50, 100, 150, 200, 300, 400, 500, 750, 1000, 1500, 2000, 3000]
 BARE_TOPIC = "callscreen-bench.bare"
 FLOOR_TABLES = (0, 1)
+# Calls the worker folds while py-spy watches it (`--profile`): some ten seconds of its CPU.
+PROFILE_FOLD_CALLS = 6000
 
 
 @dataclass
@@ -426,12 +428,18 @@ async def phases(bench: Bench) -> None:
         results["domain_floor"] = await domain_floor(len(bench.accounts), results["fold"]["append"]["calls"])
         bench.log(f"domain floor: {results['domain_floor']}")
 
+    # Where the worker's CPU goes while it folds a backlog: what bounds the fold rate, drawn.
+    if args.profile and "fold" in results and bench.budget.left() > 60:
+        results.setdefault("profile", []).append(await profile_fold(bench, PROFILE_FOLD_CALLS))
+
     # Profile the edge and a worker at the sustainable turn rate, and on call.started at scenario (a)'s rate.
     if args.profile and bench.budget.left() > 2 * args.step_seconds + 50:
-        results["profile"] = [
-            await profile_run(bench, "calls", float(turns["sustainable"] or LADDER[0])),
-            await profile_run(bench, "starts", float(args.start_rate)),
-        ]
+        results.setdefault("profile", []).extend(
+            [
+                await profile_run(bench, "calls", float(turns["sustainable"] or LADDER[0])),
+                await profile_run(bench, "starts", float(args.start_rate)),
+            ]
+        )
 
     # call.started: sustainable rate, then 50% and 80% of it, if time allows.
     if bench.budget.left() > args.step_seconds + 55:
@@ -530,6 +538,38 @@ async def profile_run(bench: Bench, mode: str, rate: float) -> dict[str, Any]:
     await bench.settle()
     out["top"] = {name: profile.top_functions(path) for name, path in files.items()}
     out["graphs"] = {name: str(path.relative_to(ROOT)) for name, path in graphs.items() if path.exists()}
+    return out
+
+
+async def profile_fold(bench: Bench, calls: int) -> dict[str, Any]:
+    """py-spy on the worker, samples holding the GIL only, while it folds `calls` calls appended straight to
+    the events topic: its top functions, where its CPU goes (`profile.parts`), and a flame graph."""
+    pid = bench.service.processes().get("worker", 0)
+    out: dict[str, Any] = {"mode": "fold", "calls": calls}
+    if profile.py_spy() is None:
+        out["error"] = "py-spy is not installed (.venv/bin/pip install py-spy)"
+        return out
+    await bench.settle()
+    PROFILES.mkdir(parents=True, exist_ok=True)
+    raw = bench.service.data_dir.parent / "pyspy-fold-worker.txt"
+    graph = PROFILES / "fold-worker.svg"
+    # Stopped once the backlog is folded; the duration only bounds a fold that never ends.
+    limit_s = int(max(10.0, bench.budget.left() - 30))
+    spies = [
+        await profile.record(pid, limit_s, raw, gil=True),
+        await profile.record(pid, limit_s, graph, "flamegraph", gil=True),
+    ]
+    started = time.monotonic()
+    await prefill(bench.service.settings, bench.accounts, calls, offset=bench.calls_driven)
+    bench.calls_driven += calls
+    await bench.settle()
+    out["seconds"] = round(time.monotonic() - started, 1)
+    for spy in spies:
+        if spy is not None:
+            await profile.stop(spy, 20)
+    out["top"] = {"worker": profile.top_functions(raw)}
+    out["parts"] = profile.parts(raw)
+    out["graphs"] = {"worker": str(graph.relative_to(ROOT))} if graph.exists() else {}
     return out
 
 
