@@ -22,7 +22,9 @@ async def record(
 ) -> asyncio.subprocess.Process | None:
     """Start `py-spy record` in `form` (raw collapsed stacks, or a flamegraph SVG); returns the process to await.
 
-    With `gil`, only samples of a thread holding the GIL: where the CPU went, without the waits."""
+    With `gil`, only samples of a thread holding the GIL (where the CPU went, without the waits), taken
+    with the process paused: read while it runs, a stack is often cut short and its sample lands in the
+    wrong part (`parts`)."""
     binary = py_spy()
     if binary is None:
         return None
@@ -37,8 +39,7 @@ async def record(
         "200",
         "--format",
         form,
-        "--nonblocking",
-        *(["--gil"] if gil else []),
+        *(["--gil"] if gil else ["--nonblocking"]),
         "--output",
         str(out),
         stdout=asyncio.subprocess.DEVNULL,
