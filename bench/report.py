@@ -470,8 +470,8 @@ def fold_profile(prof: dict[str, Any]) -> list[str]:
     """Where the worker's CPU went while it folded a backlog, by part (`bench.profile.parts`)."""
     graph = prof.get("graphs", {}).get("worker", "")
     out = [
-        f"py-spy (200 Hz, samples holding the GIL only, the worker paused for each) while the worker folded {prof['calls']} "
-        f"calls appended straight to the events topic ({prof['seconds']} s to the drain); "
+        "py-spy (200 Hz, samples holding the GIL only, the worker paused for each) while the worker folded "
+        f"{prof['calls']} calls appended straight to the events topic ({prof['seconds']} s to the drain); "
         f"flame graph: [worker]({graph.removeprefix('docs/')}).",
         "",
         f"### fold: where the worker's CPU went ({prof['parts']['samples']} samples)",
