@@ -2,8 +2,8 @@
 
 Everything runs on loopback, inside a time budget (default 400 s, so `make bench` and the gate's section
 stay under ten minutes; `--profile` adds `PROFILE_S` for its three profiles): phases that no longer fit
-are skipped and the report says so. `--broker kafka` (the default)
-runs the service on the local Apache Kafka `callscreen run` starts and writes docs/benchmarks.md;
+are skipped and the report says so. `--broker kafka` (the default) runs the service on the local Apache
+Kafka `callscreen run` starts and writes docs/benchmarks.md;
 `--broker memory` runs it on the in-memory development broker (Tansu) and writes docs/benchmarks-tansu.md,
 so the two sets of figures sit side by side.
 """
