@@ -50,7 +50,7 @@ from domain.times import parse_ms
 from infra.clock import now_ms
 from infra.follow import TopicFollower
 from infra.heap import freeze_startup_objects
-from infra.kafka import make_consumer, make_producer, partitions
+from infra.kafka import make_consumer, make_producer, partitions, until_coordinator
 from infra.metrics import record_lag, serve
 from infra.resolver import PublicResolver
 from infra.sealing import Sealer, sealer_for
@@ -209,7 +209,9 @@ class Alerting:
         await self.offsets.start()
         resolver = PublicResolver(self.settings.webhook_dns_timeout_s, self.settings.webhook_allow_private)
         connector = aiohttp.TCPConnector(ssl=tls_context(self.settings.webhook_ca_file), limit=0, resolver=resolver)
-        consumer = make_consumer(self.settings, follower=True, group_id=self.settings.topic("alerting"))
+        group = self.settings.topic("alerting")
+        await until_coordinator(self.settings, group)
+        consumer = make_consumer(self.settings, follower=True, group_id=group)
         await consumer.start()
         consumer.subscribe([self.settings.topic("alerts")], listener=Rebalance(self))
         self.consumer = consumer

@@ -247,6 +247,33 @@ async def ensure_topics(settings: Settings, timeout_s: float = 30.0) -> None:
         await admin.close()
 
 
+async def until_coordinator(settings: Settings, group: str, timeout_s: float = 30.0) -> None:
+    """Until the broker names `group`'s coordinator; call it before a consumer of the group starts.
+
+    A new broker makes its group offsets topic at the first lookup and refuses lookups until the group's
+    partition is led and loaded. aiokafka's consumer logs each refusal at error level, so the alerting
+    role logged `GroupCoordinatorNotAvailableError` at every first start on a new broker (the service log
+    section of docs/benchmarks.md). The principal asking must be allowed to describe the group."""
+    admin = make_admin(settings)
+    await asyncio.wait_for(admin.start(), timeout_s)
+    try:
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while True:
+            try:
+                await admin.find_coordinator(group)
+                return
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                if asyncio.get_running_loop().time() > deadline:
+                    raise BrokerUnreachable(
+                        f"the broker named no coordinator for group {group} in {timeout_s:.0f}s: {exc}"
+                    ) from exc
+            await asyncio.sleep(0.1)
+    finally:
+        await admin.close()
+
+
 async def ensure_changelogs(settings: Settings, names: list[str], timeout_s: float = 30.0) -> None:
     """Create a worker's missing changelog topics (compacted) before its consumer group first joins.
 

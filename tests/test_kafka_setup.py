@@ -4,6 +4,7 @@ event loop it does not know."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -13,10 +14,11 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from aiokafka import TopicPartition
 from aiokafka.admin import NewTopic
 
 from callscreen.localkafka import LocalKafka
-from infra.kafka import make_admin
+from infra.kafka import ensure_topics, make_admin, make_consumer, until_coordinator
 from infra.ports import free_port
 from infra.settings import Settings
 from tests.service import create_account, isolated, start_service
@@ -103,6 +105,32 @@ async def test_a_source_topic_with_other_partitions_is_refused(kafka: str) -> No
     assert done.returncode == 2
     assert f"topic {name} has 3 partitions, not 4" in done.stderr
     assert "CALLSCREEN_PARTITIONS" in done.stderr
+
+
+async def test_a_group_consumer_that_waits_for_its_coordinator_logs_no_refusal(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A broker of its own: a new broker refuses a group's first coordinator lookups (it makes its group
+    # offsets topic then), and the consumer logs each refusal it meets as an error.
+    broker = LocalKafka(tmp_path / "kafka")
+    await asyncio.to_thread(broker.start)
+    settings = Settings(broker=broker.url)
+    group = settings.topic("alerting")
+    consumer = make_consumer(settings, group_id=group)
+    try:
+        await ensure_topics(settings)
+        await until_coordinator(settings, group)
+        with caplog.at_level(logging.WARNING, logger="aiokafka"):
+            await consumer.start()
+            consumer.subscribe([settings.topic("alerts")])
+            deadline = time.monotonic() + 15
+            while not consumer.assignment() and time.monotonic() < deadline:
+                await consumer.getmany(timeout_ms=200)
+        assert consumer.assignment() == {TopicPartition(settings.topic("alerts"), p) for p in range(4)}
+        assert [r.getMessage() for r in caplog.records if r.name.startswith("aiokafka")] == []
+    finally:
+        await consumer.stop()
+        await asyncio.to_thread(broker.stop)
 
 
 async def test_without_java_run_names_both_ways_out(tmp_path: Path) -> None:
