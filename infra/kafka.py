@@ -245,6 +245,24 @@ async def ensure_topics(settings: Settings, timeout_s: float = 30.0) -> None:
         await create_led(admin, wanted, timeout_s)
     finally:
         await admin.close()
+    await until_answering(settings, [t.name for t in wanted], timeout_s)
+
+
+async def until_answering(settings: Settings, names: list[str], timeout_s: float) -> None:
+    """Until every partition of the topics `names` answers an offset request.
+
+    A new partition's leader is named (`until_led`) a moment before it answers: the edge's first offset
+    requests met `NotLeaderForPartitionError`, which aiokafka's consumer logs at error level each time it
+    retries (the service log section of docs/benchmarks.md). `end_offsets` retries without a word."""
+    if not names:
+        return
+    consumer = make_consumer(settings)
+    await asyncio.wait_for(consumer.start(), timeout_s)
+    try:
+        tps = [tp for name in names for tp in await partitions(consumer, name)]
+        await asyncio.wait_for(consumer.end_offsets(tps), timeout_s)
+    finally:
+        await consumer.stop()
 
 
 async def until_coordinator(settings: Settings, group: str, timeout_s: float = 30.0) -> None:
