@@ -268,6 +268,9 @@ def render(r: dict[str, Any], command: str) -> str:
     if prof:
         out += profile_section(prof)
     log = r.get("service_log") or {}
+    if "lines" in log and not log.get("top"):
+        said = f"{log['lines']} line" + ("" if log["lines"] == 1 else "s")
+        out += ["## Service log during the run", "", f"No warning or error in what the services logged ({said}).", ""]
     if log.get("top"):
         out += [
             "## Service log during the run",
