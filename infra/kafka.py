@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import ssl
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from aiokafka.partitioner import murmur2
 from infra.settings import Settings
 from infra.topics import TopicSpec, topic_specs
 
+log = logging.getLogger(__name__)
 # Tansu reports wrong end offsets for multi-record batches: with a batch this small every batch holds
 # exactly one record. Its empty fetches are also cheap to repeat, so its consumers poll often.
 MEMORY_BATCH_BYTES = 64
@@ -253,16 +255,19 @@ async def until_answering(settings: Settings, names: list[str], timeout_s: float
 
     A new partition's leader is named (`until_led`) a moment before it answers: the edge's first offset
     requests met `NotLeaderForPartitionError`, which aiokafka's consumer logs at error level each time it
-    retries (the service log section of docs/benchmarks.md). `end_offsets` retries without a word."""
+    retries (the service log section of docs/benchmarks.md). `end_offsets` retries without a word. Only
+    quieter logs depend on it, so a broker that never answers is left to the roles' own retries."""
     if not names:
         return
     consumer = make_consumer(settings)
-    await asyncio.wait_for(consumer.start(), timeout_s)
     try:
+        await asyncio.wait_for(consumer.start(), timeout_s)
         # Every topic in one metadata request: `end_offsets` learns an unknown topic by a retry each, 0.1 s apiece.
         await asyncio.wait_for(consumer._client.set_topics(names), timeout_s)
         tps = [tp for name in names for tp in await partitions(consumer, name)]
         await asyncio.wait_for(consumer.end_offsets(tps), timeout_s)
+    except (KafkaError, TimeoutError) as exc:
+        log.warning("new topics not answering offset requests yet", extra={"error": type(exc).__name__})
     finally:
         await consumer.stop()
 
@@ -273,23 +278,23 @@ async def until_coordinator(settings: Settings, group: str, timeout_s: float = 3
     A new broker makes its group offsets topic at the first lookup and refuses lookups until the group's
     partition is led and loaded. aiokafka's consumer logs each refusal at error level, so the alerting
     role logged `GroupCoordinatorNotAvailableError` at every first start on a new broker (the service log
-    section of docs/benchmarks.md). The principal asking must be allowed to describe the group."""
+    section of docs/benchmarks.md). The principal asking must be allowed to describe the group. Only
+    quieter logs depend on it: past `timeout_s`, or refused, the consumer is left to ask on its own."""
     admin = make_admin(settings)
-    await asyncio.wait_for(admin.start(), timeout_s)
     try:
+        await asyncio.wait_for(admin.start(), timeout_s)
         deadline = asyncio.get_running_loop().time() + timeout_s
         while True:
             try:
                 await admin.find_coordinator(group)
                 return
             except KafkaError as exc:
-                if not exc.retriable:
-                    raise
-                if asyncio.get_running_loop().time() > deadline:
-                    raise BrokerUnreachable(
-                        f"the broker named no coordinator for group {group} in {timeout_s:.0f}s: {exc}"
-                    ) from exc
+                if not exc.retriable or asyncio.get_running_loop().time() > deadline:
+                    log.warning("no coordinator named for the group yet", extra={"group": group, "error": str(exc)})
+                    return
             await asyncio.sleep(0.1)
+    except (KafkaError, TimeoutError) as exc:
+        log.warning("no coordinator named for the group yet", extra={"group": group, "error": type(exc).__name__})
     finally:
         await admin.close()
 
