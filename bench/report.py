@@ -268,20 +268,20 @@ def render(r: dict[str, Any], command: str) -> str:
     if prof:
         out += profile_section(prof)
     log = r.get("service_log") or {}
-    if "lines" in log and not log.get("top"):
-        said = f"{log['lines']} line" + ("" if log["lines"] == 1 else "s")
-        out += ["## Service log during the run", "", f"No warning or error in what the services logged ({said}).", ""]
-    if log.get("top"):
-        out += [
-            "## Service log during the run",
-            "",
-            f"{log.get('flagged')} warning/error lines of {log.get('lines')} (numbers folded to N):",
-            "",
-            "| count | message |",
-            "|---:|---|",
-            *[f"| {n} | `{msg}` |" for msg, n in log["top"]],
-            "",
-        ]
+    if "lines" in log:
+        out += ["## Service log during the run", ""]
+        if log.get("top"):
+            out += [
+                f"{log.get('flagged')} warning/error lines of {log.get('lines')} (numbers folded to N):",
+                "",
+                "| count | message |",
+                "|---:|---|",
+                *[f"| {n} | `{msg}` |" for msg, n in log["top"]],
+                "",
+            ]
+        else:
+            said = f"{log['lines']} line" + ("" if log["lines"] == 1 else "s")
+            out += [f"No warning or error in what the services logged ({said}).", ""]
     notes = r.get("notes") or []
     if notes:
         out += ["## Notes from this run", "", *[f"- {n}" for n in notes], ""]
@@ -458,15 +458,20 @@ def profile_section(profiles: list[dict[str, Any]]) -> list[str]:
             "",
         ]
         for name, top in prof.get("top", {}).items():
-            out += [
-                f"### {prof['mode']}: {name} ({top['samples']} samples)",
-                "",
-                "| function | own % | total % |",
-                "|---|---:|---:|",
-            ]
-            out += [f"| `{fn}` | {own} | {total} |" for fn, own, total in top["rows"]]
-            out.append("")
+            out += top_table(f"{prof['mode']}: {name}", top)
     return out
+
+
+def top_table(heading: str, top: dict[str, Any]) -> list[str]:
+    """One process's top functions (`bench.profile.top_functions`) under its heading."""
+    return [
+        f"### {heading} ({top['samples']} samples)",
+        "",
+        "| function | own % | total % |",
+        "|---|---:|---:|",
+        *[f"| `{fn}` | {own} | {total} |" for fn, own, total in top["rows"]],
+        "",
+    ]
 
 
 def fold_profile(prof: dict[str, Any]) -> list[str]:
@@ -482,17 +487,10 @@ def fold_profile(prof: dict[str, Any]) -> list[str]:
         "| part (bench/profile.py, `FOLD_PARTS` and `LIBRARY_PARTS`) | % of samples |",
         "|---|---:|",
     ]
-    out += [f"| {name} | {share} |" for name, share in prof["parts"]["rows"]]
+    out += [*[f"| {name} | {share} |" for name, share in prof["parts"]["rows"]], ""]
     for name, top in prof.get("top", {}).items():
-        out += [
-            "",
-            f"### fold: {name} ({top['samples']} samples)",
-            "",
-            "| function | own % | total % |",
-            "|---|---:|---:|",
-        ]
-        out += [f"| `{fn}` | {own} | {total} |" for fn, own, total in top["rows"]]
-    return [*out, ""]
+        out += top_table(f"fold: {name}", top)
+    return out
 
 
 def markers(name: str) -> tuple[str, str]:

@@ -59,6 +59,7 @@ PROFILE_FOLD_CALLS = 6000
 # each with the wait for the worker to drain. Without it they took the time of the last measures, or
 # found none left.
 PROFILE_S = 90.0
+NO_PY_SPY = "py-spy is not installed (.venv/bin/pip install py-spy)"
 
 
 @dataclass
@@ -529,7 +530,7 @@ async def profile_run(bench: Bench, mode: str, rate: float) -> dict[str, Any]:
     targets = {"edge": procs["edge (callscreen run)"], "worker": procs.get("worker", 0)}
     out: dict[str, Any] = {"mode": mode, "rate": rate, "seconds": seconds}
     if profile.py_spy() is None:
-        out["error"] = "py-spy is not installed (.venv/bin/pip install py-spy)"
+        out["error"] = NO_PY_SPY
         return out
     PROFILES.mkdir(parents=True, exist_ok=True)
     files = {name: bench.service.data_dir.parent / f"pyspy-{mode}-{name}.txt" for name in targets}
@@ -552,7 +553,7 @@ async def profile_fold(bench: Bench, calls: int) -> dict[str, Any]:
     pid = bench.service.processes().get("worker", 0)
     out: dict[str, Any] = {"mode": "fold", "calls": calls}
     if profile.py_spy() is None:
-        out["error"] = "py-spy is not installed (.venv/bin/pip install py-spy)"
+        out["error"] = NO_PY_SPY
         return out
     await bench.settle()
     PROFILES.mkdir(parents=True, exist_ok=True)

@@ -290,8 +290,7 @@ async def until_coordinator(settings: Settings, group: str, timeout_s: float = 3
                 return
             except KafkaError as exc:
                 if not exc.retriable or asyncio.get_running_loop().time() > deadline:
-                    log.warning("no coordinator named for the group yet", extra={"group": group, "error": str(exc)})
-                    return
+                    raise
             await asyncio.sleep(0.1)
     except (KafkaError, TimeoutError) as exc:
         log.warning("no coordinator named for the group yet", extra={"group": group, "error": type(exc).__name__})
