@@ -13,6 +13,7 @@ from domain.billing import LastAlerted, PaymentFailed
 from domain.index import AlertEntry
 from domain.times import parse_ms
 from processors.dead_letters import POISON
+from processors.feed import Feed
 from processors.parts import Parts
 
 
@@ -20,27 +21,27 @@ def register(w: Parts) -> None:
     w.tables.table("alert_store")
     w.tables.table("billing")
 
-    @w.agent(w.topic("alerts"))
-    async def store_alerts(stream: Any) -> None:
-        async for record, pending in w.commits.folds(stream, "alerts"):
+    @w.fold("alerts")
+    async def store_alerts(feed: Feed) -> None:
+        async for record, pending in w.commits.folds(feed, "alerts"):
             w.progress.folded("alerts", record)
             try:
                 store_alert(w, record)
             except POISON as error:
                 await w.dead_letters.put("alerts", record, error, pending)
 
-    @w.agent(w.topic("accounts"))
-    async def test_requests(stream: Any) -> None:
-        async for record, pending in w.commits.folds(stream, "accounts"):
+    @w.fold("accounts")
+    async def test_requests(feed: Feed) -> None:
+        async for record, pending in w.commits.folds(feed, "accounts"):
             replay = w.progress.folded("accounts", record)
             try:
                 await raise_requested_test(w, record, pending, replay)
             except POISON as error:
                 await w.dead_letters.put("accounts", record, error, pending)
 
-    @w.agent(w.topic("billing"))
-    async def payments(stream: Any) -> None:
-        async for record, pending in w.commits.folds(stream, "billing"):
+    @w.fold("billing")
+    async def payments(feed: Feed) -> None:
+        async for record, pending in w.commits.folds(feed, "billing"):
             replay = w.progress.folded("billing", record)
             try:
                 await fold_payment(w, record, pending, replay)

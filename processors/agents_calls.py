@@ -17,6 +17,7 @@ from infra.clock import now_ms
 from infra.kafka import partition_for
 from processors.dead_letters import POISON
 from processors.due import DueIndex
+from processors.feed import Feed
 from processors.parts import Parts
 
 TICK_REPEAT_MS = 5000
@@ -29,9 +30,9 @@ def register(w: Parts) -> None:
     ticked: dict[str, int] = {}
     due_calls = DueIndex()
 
-    @w.agent(events)
-    async def fold_events(stream: Any) -> None:
-        async for record, pending in w.commits.folds(stream, "events"):
+    @w.fold("events")
+    async def fold_events(feed: Feed) -> None:
+        async for record, pending in w.commits.folds(feed, "events"):
             try:
                 await fold_event(w, events, record, pending, due_calls)
             except POISON as error:

@@ -18,6 +18,7 @@ from domain.ids import derived_event_id
 from infra.clock import now_ms
 from processors.dead_letters import POISON
 from processors.due import DueIndex
+from processors.feed import Feed
 from processors.parts import Parts
 
 TICK_REPEAT_MS = 5000
@@ -29,9 +30,9 @@ def register(w: Parts) -> None:
     ticked: dict[str, int] = {}
     due_numbers = DueIndex()
 
-    @w.agent(w.topic("decisions"))
-    async def detect(stream: Any) -> None:
-        async for record, pending in w.commits.folds(stream, "decisions"):
+    @w.fold("decisions")
+    async def detect(feed: Feed) -> None:
+        async for record, pending in w.commits.folds(feed, "decisions"):
             replay = w.progress.folded("decisions", record)
             try:
                 await observe(w, record, pending, replay, due_numbers)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from domain import queries
 from domain.alerts import Alert
 from domain.calls import Stored
 from processors.dead_letters import POISON
+from processors.feed import Feed
 from processors.parts import Parts
 
 
@@ -20,9 +19,9 @@ def register(w: Parts) -> None:
         alert_index_of=w.tables.reader("alert_store"),
     )
 
-    @w.agent(w.topic("queries"))
-    async def answer_queries(stream: Any) -> None:
-        async for record, pending in w.commits.folds(stream, "queries"):
+    @w.fold("queries")
+    async def answer_queries(feed: Feed) -> None:
+        async for record, pending in w.commits.folds(feed, "queries"):
             if w.progress.folded("queries", record):
                 continue
             try:

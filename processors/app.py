@@ -19,6 +19,7 @@ from processors.commits import Commits
 from processors.dead_letters import DeadLetters
 from processors.faults import Faults
 from processors.faust_tuning import hold_commits_at_gaps, tune_consumer
+from processors.feed import feed_folds
 from processors.inline_consumer import consume_inline
 from processors.metrics import WorkerMetrics
 from processors.mirror import FactMirror
@@ -36,13 +37,12 @@ BARRIER_WAIT_S = 1.0
 
 
 def poll_records(settings: Settings) -> int:
-    """Records one poll hands to the agents: at most what fits above the buffer's high-water mark once
+    """Records one poll hands to the folds: at most what fits above the buffer's high-water mark once
     from each partition of a topic.
 
-    Faust stops fetching a partition once its agent's buffer is 4/5 full (mode's FlowControlQueue), but a
-    poll hands over everything fetched already. Unbounded, that is a megabyte per partition: it filled
-    the buffer, and the consumer then waited for room with every other agent's records behind it, the
-    detector's among them (docs/architecture.md, "Backlogs")."""
+    A partition is not fetched once its fold's buffer is 4/5 full (processors/feed.py), but a poll hands
+    over everything fetched already. Unbounded, that is a megabyte per partition, and a buffer far over
+    its size (docs/architecture.md, "Backlogs")."""
     return max(1, settings.worker_stream_buffer // (5 * settings.partitions))
 
 
@@ -102,6 +102,7 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
     unclean = UncleanMark(worker_dir, worker_dir / "faust")
     unclean.start()
     consume_inline()
+    feed_folds()
     app = make_faust_app(settings, generation.app_id(settings), worker_dir / "faust")
     rocks = RocksBudget(settings.rocksdb_memory_mb)
     view_store = RocksStore(worker_dir / "features", rocks)

@@ -21,15 +21,16 @@ from faust.types import TP
 from processors.appender import Appender
 from processors.faults import Faults
 from processors.faust_tuning import committed_offset, read_offset
+from processors.feed import Fed, Feed
 from processors.metrics import WorkerMetrics
 from processors.rocks_store import RocksStore
 from processors.tables import Tables
 
 log = logging.getLogger(__name__)
-# A folded event: its stream, the event, the acks of what its fold appended, and its partition's assignment
+# A folded event: its feed, the event, the acks of what its fold appended, and its partition's assignment
 # (`Commits.revoked`) when it was handed over.
-Held = tuple[Any, Any, list["asyncio.Future[Any]"], int]
-# A stream waiting this long with its partition's position past its next record has lost those records.
+Held = tuple[Feed, Fed, list["asyncio.Future[Any]"], int]
+# A fold waiting this long with its partition's position past its next record has lost those records.
 LOST_AFTER_S = 2.0
 
 
@@ -72,12 +73,11 @@ class Commits:
         # Set by a clean stop: no event is folded after it (those left are refolded by the next start).
         self._closing = False
 
-    async def folds(self, stream: Any, name: str) -> AsyncIterator[tuple[Any, list[asyncio.Future[Any]]]]:
-        """The stream's events, each with a list for the acks of what folding it appended."""
-        manual = stream.noack()
+    async def folds(self, feed: Feed, name: str) -> AsyncIterator[tuple[Fed, list[asyncio.Future[Any]]]]:
+        """The feed's events, each with a list for the acks of what folding it appended."""
         histogram = self.metrics.fold_seconds.labels(name)
         self._idle_since[self.topic_name(name)] = time.monotonic()
-        async for event in manual.events():
+        async for event in feed.events():
             if self._closing:
                 continue
             topic = event.message.topic
@@ -95,15 +95,15 @@ class Commits:
                     if not self._folding:
                         self._no_fold.set()
                 histogram.observe(time.perf_counter() - started)
-                self._unflushed.append((manual, event, pending, revocations))
+                self._unflushed.append((feed, event, pending, revocations))
             self._idle_since[topic] = time.monotonic()
 
     async def _skipped_before(self, event: Any) -> bool:
-        """True for an event that came after a gap: the records the stream skipped are fetched again.
+        """True for an event that came after a gap: the records the feed skipped are fetched again.
 
-        Faust can drop a record it was handing over when a rebalance suspends the stream, and then
-        commit past it once a later record is acknowledged. A source topic has no gaps of its own,
-        so a jump in offsets is such a drop: seek back and fold from the first missing record.
+        A rebalance drops the records a feed holds and those fetched before it (processors/feed.py), and
+        Faust may then commit past them once a later record is acknowledged. A source topic has no gaps
+        of its own, so a jump in offsets is such a drop: seek back and fold from the first missing record.
         """
         message = event.message
         key = (message.topic, message.partition)
@@ -154,19 +154,19 @@ class Commits:
             await self.app.consumer.seek(tp, expected)
 
     async def recheck(self) -> None:
-        """Between records: a refetch that in-flight records overtook is sought again (a stream with no
+        """Between records: a refetch that in-flight records overtook is sought again (a feed with no
         record left to hand over would otherwise wait for the missing ones forever), and so are records
-        the consumer fetched that never reached an idle stream."""
+        the consumer fetched that never reached an idle fold."""
         for key in list(self._refetching):
             await self._seek_if_overtaken(key)
         await self._refetch_lost_tails()
 
     async def _refetch_lost_tails(self) -> None:
-        """Seek back where the consumer's position has passed records its stream never handed over.
+        """Seek back where the consumer's position has passed records its feed never handed over.
 
-        Faust can drop a fetched batch when a rebalance cuts its hand-over short (a new generation), after
+        A rebalance drops a fetched batch whose hand-over it cut short (a new generation), after
         the consumer's position moved past it. A later record shows the gap (`_skipped_before`); when
-        none comes, such as after the last events of a burst, the partition would wait forever. A stream
+        none comes, such as after the last events of a burst, the partition would wait forever. A fold
         idle for `LOST_AFTER_S` has nothing in its buffer, so records below the position are lost.
         """
         if self.app.rebalancing or self.app.consumer is None:
@@ -251,13 +251,13 @@ class Commits:
             await self.app.crash(exc)
             return False
         self.faults.at("before_ack")
-        for stream, event, _, revocations in held:
+        for feed, event, _, revocations in held:
             # After a revocation the consumer's bookkeeping of the partition starts again from its committed
             # offset, and Faust commits past one unacknowledged offset at its head: an acknowledgement from
             # before could commit an event the partition's next fold never saw. Its next owner folds it again.
             message = event.message
             if self._revocations.get((message.topic, message.partition), 0) == revocations:
-                await stream.ack(event)
+                await feed.ack(event)
         if held:
             self.faults.at("before_commit")
         return True

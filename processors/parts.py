@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from processors.barrier import Barrier
 from processors.commits import Commits
 from processors.dead_letters import DeadLetters
 from processors.faults import Faults
+from processors.feed import Feed, FeedConductor
 from processors.metrics import WorkerMetrics
 from processors.mirror import FactMirror
 from processors.progress import Progress
@@ -27,7 +27,7 @@ from processors.tables import Tables
 from processors.unclean import UncleanMark
 
 log = logging.getLogger(__name__)
-Fold = Callable[[Any], Awaitable[None]]
+Fold = Callable[[Feed], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -57,25 +57,30 @@ class Parts:
     def rules(self) -> Rules:
         return self.settings.rules
 
-    def agent(self, topic: Any) -> Callable[[Fold], Any]:
-        """An agent over `topic` whose failure stops the worker.
+    def fold(self, name: str) -> Callable[[Fold], Any]:
+        """A fold of topic `name`'s records, fed straight by the consumer (processors/feed.py), whose failure
+        stops the worker.
 
-        A fold that fails for a reason other than its record (processors/dead_letters.py) would have
-        Faust restart the agent at the next record and leave the failed one unfolded until the process
-        restarts; stopping now has the restart fold it again at once.
+        A fold that fails for a reason other than its record (processors/dead_letters.py) would leave that
+        record unfolded until the process restarts; stopping now has the restart fold it again at once.
         """
+        topic = self.topic(name)
+        feed = Feed(self.app, self.settings.worker_stream_buffer)
+        conductor = self.app.topics
+        assert isinstance(conductor, FeedConductor), "feed_folds() runs before the app is made"
+        conductor.add(topic)
+        conductor.feeds[self.settings.topic(name)] = feed
 
         def register(fold: Fold) -> Any:
-            @functools.wraps(fold)
-            async def stopping_on_failure(stream: Any) -> None:
+            async def stopping_on_failure() -> None:
                 try:
-                    await fold(stream)
+                    await fold(feed)
                 except Exception as error:
                     log.error("a fold failed; stopping the worker so its restart folds the record again")
                     await self.app.crash(error)
                     raise
 
-            return self.app.agent(topic, concurrency=1)(stopping_on_failure)
+            return self.app.task(stopping_on_failure)
 
         return register
 

@@ -1,0 +1,153 @@
+"""A folded topic's records, handed by the consumer straight to its fold instead of through Faust's streams.
+
+Faust takes each record through the conductor's lock, a channel's decode and queue, and a stream's
+generator (sensors, acks by reference count, the current event) before an agent sees it: about a sixth
+of the worker's CPU while it folds a backlog (docs/profiles/README.md, "Feeds, not streams"). A feed
+keeps only what the folds rely on from that path:
+- the consumer tracks and acknowledges each record, so Faust's commits work as before;
+- the record is the task's current event, whose partition the tables read (processors/write_behind.py);
+- a record fetched before a rebalance is not folded after it (the folds fetch it again,
+  `Commits._skipped_before`), and a rebalance empties the buffer, as it empties a stream's;
+- a partition stops being fetched while the buffer is above its high-water mark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+from faust.streams import _current_event
+from faust.transport.conductor import Conductor
+from faust.transport.drivers import aiokafka as driver
+from faust.types import TP
+
+# The marks of mode's queues, which Faust's streams use: fetching stops at 4/5 full, resumes at 2/5.
+PRESSURE_HIGH = 0.8
+PRESSURE_DROP = 0.4
+
+
+class Fed:
+    """One record as a fold reads it: the fields of Faust's event that the folds use."""
+
+    __slots__ = ("__weakref__", "headers", "key", "message", "value")
+
+    def __init__(self, message: Any) -> None:
+        self.message = message
+        self.key = message.key
+        self.value = message.value
+        self.headers = message.headers
+
+
+class Feed:
+    """The buffer between the consumer and one fold; its fold is the only reader."""
+
+    def __init__(self, app: Any, maxsize: int) -> None:
+        self.app = app
+        self._buffer: deque[Any] = deque()
+        self._high = max(1, int(maxsize * PRESSURE_HIGH))
+        self._low = int(maxsize * PRESSURE_DROP)
+        # Partitions not fetched while the buffer is above its high-water mark.
+        self._held: set[Any] = set()
+        self._ready = _Signal()
+        # Faust empties the buffers it manages when a rebalance ends.
+        app.flow_control.manage_queue(self)
+
+    async def deliver(self, message: Any) -> None:
+        """The consumer's hand-over of one record (never waits, so the detector's records are not held up)."""
+        app = self.app
+        if not app.flow_control.is_active():
+            await app.flow_control.acquire()
+        consumer = app.consumer
+        message.tracked = True
+        consumer.track_message(message)
+        buffer = self._buffer
+        buffer.append(message)
+        self._ready.set()
+        if len(buffer) >= self._high and message.tp not in self._held:
+            # Faust's own partition type: its consumer's bookkeeping takes no other.
+            tp = TP(message.topic, message.partition)
+            self._held.add(tp)
+            consumer.on_buffer_full(tp)
+
+    def clear(self) -> None:
+        self._buffer.clear()
+        self._release()
+
+    async def events(self) -> AsyncIterator[Fed]:
+        """The records in order of arrival, each the current event while its fold runs."""
+        app = self.app
+        buffer = self._buffer
+        inbound = app.monitor.stream_inbound_time
+        while True:
+            while not buffer:
+                await self._ready.wait()
+            message = buffer.popleft()
+            if self._held and len(buffer) <= self._low:
+                self._release()
+            if message.generation_id != app.consumer_generation_id or not app.flow_control.is_active():
+                continue
+            # Faust's check for stalled partitions reads when each last reached a fold.
+            inbound[message.tp] = time.monotonic()
+            event = Fed(message)
+            _current_event.set(weakref.ref(cast(Any, event)))
+            yield event
+
+    async def ack(self, event: Fed) -> None:
+        self.app.consumer.ack(event.message)
+
+    def _release(self) -> None:
+        consumer = self.app.consumer
+        # Not a partition a rebalance took away since: Faust would take it back into its fetches.
+        assigned = consumer.assignment()
+        for tp in self._held & assigned:
+            consumer.on_buffer_drop(tp)
+        self._held.clear()
+
+
+class _Signal:
+    """A wake-up for the one reader: cheaper than an `asyncio.Event` set for every record."""
+
+    def __init__(self) -> None:
+        self._waiter: asyncio.Future[None] | None = None
+
+    def set(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def wait(self) -> None:
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+
+class FeedConductor(Conductor):
+    """Faust's conductor, with the records of each topic that has a feed handed to that feed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.feeds: dict[str, Feed] = {}
+        super().__init__(*args, **kwargs)
+
+    def _compile_message_handler(self) -> Any:
+        to_channels = super()._compile_message_handler()
+        feeds = self.feeds
+
+        async def on_message(message: Any) -> None:
+            feed = feeds.get(message.topic)
+            if feed is None:
+                await to_channels(message)
+            else:
+                await feed.deliver(message)
+
+        return on_message
+
+
+def feed_folds() -> None:
+    """Every Faust app made after this hands the records of its feeds' topics to them."""
+    driver.Transport.Conductor = FeedConductor
