@@ -11,9 +11,10 @@ python -m bench.lean_floor --broker URL --topic T --partitions N [--from P:OFFSE
     topic of the floor's own. Prints {"records", "seconds", "cpu_seconds", "per_s",
     "cpu_us_per_record"} once it has folded every record present at start.
 
-Left out against the worker: Faust (its consumer, streams and agents), the detectors' own round trip
-through the decisions topic, the answers to the edge, the facts mirror and the hot-table horizon.
-So its rate is an upper bound of a worker that replaced Faust's per-record path by one loop.
+Left out against the worker: Faust's consumer and conductor, the detectors' own round trip through the
+decisions topic, the answers to the edge, the facts mirror and the hot-table horizon. It was written as
+the bound of a worker without Faust's per-record path; the worker's folds now read feeds instead of
+Faust's streams (processors/feed.py), and docs/benchmarks.md compares the two in each run.
 """
 
 from __future__ import annotations

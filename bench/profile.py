@@ -82,7 +82,7 @@ def stacks(collapsed: Path) -> list[tuple[list[str], int]]:
 
 # Where a folding worker's CPU goes. A sample under one of the folds is that fold's, whatever it calls (its
 # appends through aiokafka included). Any other sample belongs to the library of its deepest frame that is
-# in one: the Faust and mode frames between the consumer and the agents, aiokafka's fetches and produce
+# in one: the Faust and mode frames between the consumer and the feeds, aiokafka's fetches and produce
 # requests, or the worker's own bookkeeping. The worker's loop (`mode/worker.py`) is the root of every stack.
 FOLD_PARTS: list[tuple[str, tuple[str, ...]]] = [
     ("folding events: the call, its tables and view, its appends", ("fold_event (processors/agents_calls.py",)),
@@ -91,7 +91,7 @@ FOLD_PARTS: list[tuple[str, tuple[str, ...]]] = [
 ]
 LIBRARY_PARTS: list[tuple[str, tuple[str, ...]]] = [
     ("Kafka's client: fetches, produce requests, the protocol", ("(aiokafka/",)),
-    ("Faust and mode: the hand-over from consumer to agents, streams, timers", ("(faust/", "(mode/")),
+    ("Faust and mode: the consumer's drain loop, the conductor, timers", ("(faust/", "(mode/")),
     ("the worker's own bookkeeping: commits, progress, barrier, mirror, heartbeats", ("(processors/", "(infra/")),
 ]
 LOOP_ROOT = "Worker.execute_from_commandline (mode/worker.py"

@@ -38,7 +38,7 @@ def test_each_sample_goes_to_the_first_fold_in_its_stack_else_its_deepest_librar
         "the detector's fold of each fact": 0.0,
         "changelog and view flushes": 0.0,
         "Kafka's client: fetches, produce requests, the protocol": 10.0,
-        "Faust and mode: the hand-over from consumer to agents, streams, timers": 20.0,
+        "Faust and mode: the consumer's drain loop, the conductor, timers": 20.0,
         "the worker's own bookkeeping: commits, progress, barrier, mirror, heartbeats": 5.0,
         "the event loop itself: callbacks and I/O with no Python frame": 15.0,
         "other": 10.0,
