@@ -92,9 +92,9 @@ class Settings:
     # time: a long poll on its quiet partitions keeps the busy ones, whose records were being folded when it
     # was sent, from being fetched again until it ends (docs/architecture.md, "The long poll").
     worker_fetch_max_wait_ms: int = 20
-    # Records each of a worker's agents may hold fetched and not yet folded (Faust's stream buffer). One
-    # poll hands over at most a fifth of it per partition, so a backlog never fills it (docs/architecture.md,
-    # "Backlogs").
+    # Records each of a worker's folds may hold fetched and not yet folded (its feed, processors/feed.py).
+    # One poll hands over at most a fifth of it per partition, so a backlog never fills it
+    # (docs/architecture.md, "Backlogs").
     worker_stream_buffer: int = 4096
     # A worker sends its tables' changed keys to their changelogs this often, each key's last value once.
     changelog_flush_ms: int = 200
