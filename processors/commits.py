@@ -32,6 +32,11 @@ log = logging.getLogger(__name__)
 Held = tuple[Feed, Fed, list["asyncio.Future[Any]"], int]
 # A fold waiting this long with its partition's position past its next record has lost those records.
 LOST_AFTER_S = 2.0
+# Events folded and not yet acknowledged, at most: past it the folds wait for the appends and changelogs to
+# catch up. Without a bound a backlog is folded faster than the broker acknowledges what the folds append,
+# and every such event, its record and its appends stay in memory (docs/profiles/README.md, "Feeds, not
+# streams").
+UNACKNOWLEDGED_MAX = 4096
 
 
 class Commits:
@@ -72,12 +77,18 @@ class Commits:
         self._no_fold.set()
         # Set by a clean stop: no event is folded after it (those left are refolded by the next start).
         self._closing = False
+        # Folded events not yet acknowledged, and an event set while they are fewer than the bound.
+        self._unacknowledged = 0
+        self._room = asyncio.Event()
+        self._room.set()
 
     async def folds(self, feed: Feed, name: str) -> AsyncIterator[tuple[Fed, list[asyncio.Future[Any]]]]:
         """The feed's events, each with a list for the acks of what folding it appended."""
         histogram = self.metrics.fold_seconds.labels(name)
         self._idle_since[self.topic_name(name)] = time.monotonic()
         async for event in feed.events():
+            if self._unacknowledged >= UNACKNOWLEDGED_MAX:
+                await self._room.wait()
             if self._closing:
                 continue
             topic = event.message.topic
@@ -96,6 +107,9 @@ class Commits:
                         self._no_fold.set()
                 histogram.observe(time.perf_counter() - started)
                 self._unflushed.append((feed, event, pending, revocations))
+                self._unacknowledged += 1
+                if self._unacknowledged >= UNACKNOWLEDGED_MAX:
+                    self._room.clear()
             self._idle_since[topic] = time.monotonic()
 
     async def _skipped_before(self, event: Any) -> bool:
@@ -240,6 +254,16 @@ class Commits:
         self, held: list[Held], written: list[asyncio.Future[Any]], previous: asyncio.Task[bool] | None
     ) -> bool:
         """True once the flush's records are durable and its events acknowledged."""
+        try:
+            return await self._acknowledge(held, written, previous)
+        finally:
+            self._unacknowledged -= len(held)
+            if self._unacknowledged < UNACKNOWLEDGED_MAX:
+                self._room.set()
+
+    async def _acknowledge(
+        self, held: list[Held], written: list[asyncio.Future[Any]], previous: asyncio.Task[bool] | None
+    ) -> bool:
         if previous is not None and not await previous:
             return False
         try:
