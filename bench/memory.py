@@ -232,9 +232,10 @@ def reading(results: dict[str, Any]) -> list[str]:
         f"{first['rss']['worker']['rss_mb']} to {last['rss']['worker']['rss_mb']} MB; its RocksDB from "
         f"{first['rocksdb_mb']} to {last['rocksdb_mb']} MB, and the rest from {rest(first):.1f} to {rest(last):.1f} MB "
         f"({per_call * 1000:.2f} MB per thousand calls).",
-        f"- RocksDB is held near the worker's budget (`rocksdb_memory_mb`, {results['rocksdb_memory_mb']} MB: block "
-        "cache, index and filter blocks, memtables) whatever the tables hold; its cache was seen to run up to half "
-        "over its capacity (standalone: 24 databases, up to 300,000 rows).",
+        f"- RocksDB's cache is held near the worker's budget (`rocksdb_memory_mb`, {results['rocksdb_memory_mb']} "
+        "MB: data blocks and memtables) whatever the tables hold; it was seen to run up to half over its capacity "
+        "(standalone: 24 databases, up to 300,000 rows). Index and filter blocks are outside it, in the RSS "
+        "(processors/rocks.py).",
     ]
     if last["calls"] < TARGET_CALLS:
         estimate = rest(last) + max(per_call, 0.0) * (TARGET_CALLS - last["calls"]) + rocks_cap

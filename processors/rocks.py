@@ -3,11 +3,16 @@
 A worker opens a database per table partition (six tables times the partitions it holds) and one
 for the feature view. With Faust's defaults each database gets its own 2 GiB block cache and up to
 three 64 MB memtables, so a worker's memory grew with its tables and with the partition count
-(`docs/architecture.md` has the measurement). Here every database shares one LRU block cache, index and
-filter blocks live in it, and a write-buffer manager charges the memtables to the same cache and has
-them flushed once they pass half of it. RocksDB's memory then stays near the budget whatever the
-tables hold: near, not under, since neither the cache nor the manager stalls writers to enforce it
-(the cache was seen up to half over its capacity).
+(`docs/architecture.md` has the measurement). Here every database shares one LRU block cache, and a
+write-buffer manager charges the memtables to the same cache and has them flushed once they pass half of
+it. RocksDB's memory then stays near the budget whatever the tables hold: near, not under, since neither
+the cache nor the manager stalls writers to enforce it (the cache was seen up to half over its capacity).
+
+Index and filter blocks stay outside the cache, in each table file's reader, where they cost memory that
+grows with the keys held (the bloom filter's 10 bits a key, and one index entry a data block). In the
+cache, data blocks evicted them once the store outgrew it, and a read of an absent key (most of what a
+start's score reads: a new caller has no history, window or block) read them from disk again: the
+worker's CPU a record grew with each round of calls (docs/profiles/README.md, "Filters outside the cache").
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ class RocksBudget:
         options.set_write_buffer_manager(self.write_buffers)
         table = BlockBasedOptions()
         table.set_block_cache(self.cache)
-        table.set_cache_index_and_filter_blocks(True)
+        table.set_cache_index_and_filter_blocks(False)
         table.set_bloom_filter(BLOOM_BITS_PER_KEY, True)
         options.set_block_based_table_factory(table)
         return options
