@@ -23,7 +23,7 @@ from domain.events import AnyEvent
 from domain.rules import LimitRules
 from domain.validation import Stamp, TimeBounds, parse_event
 from infra.clock import now_ms
-from infra.kafka import make_producer
+from infra.kafka import make_consumer, make_producer, partitions
 from infra.settings import Settings
 
 IN_FLIGHT = 2000
@@ -71,3 +71,32 @@ async def prefill(
         "seconds": round(seconds, 2),
         "per_s": round(records / seconds, 1),
     }
+
+
+async def copy_records(settings: Settings, topic: str, start: dict[int, int], to_topic: str) -> int:
+    """Append the records of `topic` from `start` (offset by partition) up to its end now to the same
+    partitions of `to_topic`, keys and values unchanged; returns how many."""
+    consumer = make_consumer(settings)
+    producer = make_producer(settings)
+    await consumer.start()
+    await producer.start()
+    try:
+        tps = await partitions(consumer, topic)
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, start.get(tp.partition, 0))
+        ends = await consumer.end_offsets(tps)
+        left = sum(end - start.get(tp.partition, 0) for tp, end in ends.items())
+        copied = 0
+        pending: list[asyncio.Future[Any]] = []
+        while copied < left:
+            for tp, records in (await consumer.getmany(timeout_ms=500)).items():
+                for record in (r for r in records if r.offset < ends[tp]):
+                    pending.append(await producer.send(to_topic, record.value, key=record.key, partition=tp.partition))
+                    copied += 1
+            await asyncio.gather(*pending)
+            pending = []
+        return copied
+    finally:
+        await consumer.stop()
+        await producer.stop()

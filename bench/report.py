@@ -293,8 +293,8 @@ def services_method(r: dict[str, Any]) -> list[str]:
     if r["broker"] != "memory":
         return [
             "- One service for the whole run: Kafka's fetch cost does not depend on a partition's length, so",
-            "  the phases follow one another on the same broker and topics (the fold phase's backlog, the bare",
-            "  consumer and the Faust floor read everything the earlier phases appended too).",
+            "  the phases follow one another on the same broker and topics (the bare consumer reads everything the",
+            "  earlier phases appended too; the Faust floor reads a copy of the fold phase's backlog).",
         ]
     return [
         "- A fresh service, with a fresh memory broker and as many new accounts, for each of: scenario (a), the",
@@ -313,11 +313,12 @@ def floor_section(floors: list[dict[str, Any]], fold_rate: Any, consumer_rate: A
         "### Faust floor on the same records",
         "",
         "`bench/faust_floor.py`: a Faust app with the worker's own settings (`processors.app.make_faust_app`), one",
-        "agent at concurrency 1 folding the same events topic from offset 0, decoding each record and writing it",
-        "to K stock Faust tables (each write is one single-record changelog produce). The clock starts at the",
-        "first record, so the group join is not counted. The worker appends one fact per start or end, and its",
-        "tables (the call, its index bucket, its sweep entry, the detector's per-number state) write behind:",
-        "each changed key is one changelog record per 200 ms flush, however often it changed.",
+        "agent at concurrency 1 folding the fold phase's backlog (its records copied, keys and partitions",
+        "unchanged, to a topic of their own: a Faust consumer group reads a topic from its start), decoding each",
+        "record and writing it to K stock Faust tables (each write is one single-record changelog produce). The",
+        "clock starts at the first record, so the group join is not counted. The worker appends one fact per",
+        "start or end, and its tables (the call, its index bucket, its sweep entry, the detector's per-number",
+        "state) write behind: each changed key is one changelog record per 200 ms flush, however often it changed.",
         "",
         "| K tables written per record | records/s | vs bare consumer | worker vs this floor |",
         "|---:|---:|---:|---:|",
