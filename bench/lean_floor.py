@@ -31,14 +31,14 @@ import msgspec
 from rocksdict import Rdict
 
 from bench.domain_floor import rates
-from bench.service import create_topic
+from bench.service import backlog, create_topic
 from domain import calls, detectors, features, index, keys
 from domain.calls import CallState, Stored
 from domain.detectors import Echo, NumberWindow
 from domain.events import decode_event
 from domain.features import FeatureView
 from infra import event_loop
-from infra.kafka import make_consumer, make_producer, partition_for, partitions
+from infra.kafka import make_consumer, make_producer, partition_for
 from infra.settings import Settings, load_settings
 from processors.rocks import RocksBudget
 from processors.rocks_store import RocksStore
@@ -140,23 +140,15 @@ async def run(settings: Settings, topic: str, root: Path, start: dict[int, int])
     await producer.start()
     lean = LeanFold(settings, root)
     try:
-        tps = await partitions(consumer, topic)
-        consumer.assign(tps)
-        for tp in tps:
-            consumer.seek(tp, start.get(tp.partition, 0))
-        ends = await consumer.end_offsets(tps)
-        total = sum(end - start.get(tp.partition, 0) for tp, end in ends.items())
         folded = 0
         clock: tuple[float, float] | None = None
-        while folded < total:
-            batch = await consumer.getmany(timeout_ms=500)
-            if clock is None and batch:
+        async for batch in backlog(consumer, topic, start):
+            if clock is None:
                 # From the first record on: the partitions' assignment and first fetch are not counted.
                 clock = (time.perf_counter(), time.process_time())
             acks = []
             for tp, records in batch.items():
-                # Records appended since the start are not part of the measure.
-                for record in (r for r in records if r.offset < ends[tp]):
+                for record in records:
                     for number_key, fact in lean.fold(record.value, record.key.decode(), tp.partition):
                         acks.append(await producer.send(out_topic, fact, key=number_key.encode()))
                     folded += 1

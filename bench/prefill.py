@@ -17,13 +17,14 @@ from typing import Any
 
 import msgspec
 
+from bench.service import backlog
 from bench.traffic import BenchAccount, call_ended, call_started, caller_number, pick
 from domain import keys
 from domain.events import AnyEvent
 from domain.rules import LimitRules
 from domain.validation import Stamp, TimeBounds, parse_event
 from infra.clock import now_ms
-from infra.kafka import make_consumer, make_producer, partitions
+from infra.kafka import make_consumer, make_producer
 from infra.settings import Settings
 
 IN_FLIGHT = 2000
@@ -81,21 +82,15 @@ async def copy_records(settings: Settings, topic: str, start: dict[int, int], to
     await consumer.start()
     await producer.start()
     try:
-        tps = await partitions(consumer, topic)
-        consumer.assign(tps)
-        for tp in tps:
-            consumer.seek(tp, start.get(tp.partition, 0))
-        ends = await consumer.end_offsets(tps)
-        left = sum(end - start.get(tp.partition, 0) for tp, end in ends.items())
         copied = 0
-        pending: list[asyncio.Future[Any]] = []
-        while copied < left:
-            for tp, records in (await consumer.getmany(timeout_ms=500)).items():
-                for record in (r for r in records if r.offset < ends[tp]):
-                    pending.append(await producer.send(to_topic, record.value, key=record.key, partition=tp.partition))
-                    copied += 1
+        async for batch in backlog(consumer, topic, start):
+            pending = [
+                await producer.send(to_topic, record.value, key=record.key, partition=tp.partition)
+                for tp, records in batch.items()
+                for record in records
+            ]
             await asyncio.gather(*pending)
-            pending = []
+            copied += len(pending)
         return copied
     finally:
         await consumer.stop()

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,25 @@ async def create_topic(settings: Settings, name: str, partitions: int) -> None:
         await until_led(admin, [name], 30.0)
     finally:
         await admin.close()
+
+
+async def backlog(
+    consumer: AIOKafkaConsumer, topic: str, start: dict[int, int]
+) -> AsyncIterator[dict[TopicPartition, list[Any]]]:
+    """The records of `topic` from `start` (an offset by partition, else 0) up to its end offsets now, a
+    fetched batch at a time: the records appended since are not part of it."""
+    tps = await partitions(consumer, topic)
+    consumer.assign(tps)
+    for tp in tps:
+        consumer.seek(tp, start.get(tp.partition, 0))
+    ends = await consumer.end_offsets(tps)
+    left = sum(end - start.get(tp.partition, 0) for tp, end in ends.items())
+    while left > 0:
+        fetched = await consumer.getmany(timeout_ms=500)
+        batch = {tp: kept for tp, records in fetched.items() if (kept := [r for r in records if r.offset < ends[tp]])}
+        if batch:
+            left -= sum(len(records) for records in batch.values())
+            yield batch
 
 
 async def create_accounts(service: Service, count: int) -> list[BenchAccount]:
