@@ -129,6 +129,7 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
             appender,
             metrics,
             faults,
+            settings.worker_unacknowledged_max,
         ),
         progress=progress,
         view=view,

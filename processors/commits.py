@@ -32,11 +32,6 @@ log = logging.getLogger(__name__)
 Held = tuple[Feed, Fed, list["asyncio.Future[Any]"], int]
 # A fold waiting this long with its partition's position past its next record has lost those records.
 LOST_AFTER_S = 2.0
-# Events folded and not yet acknowledged, at most: past it the folds wait for the appends and changelogs to
-# catch up. Without a bound a backlog is folded faster than the broker acknowledges what the folds append,
-# and every such event, its record and its appends stay in memory (docs/profiles/README.md, "Feeds, not
-# streams").
-UNACKNOWLEDGED_MAX = 4096
 
 
 class Commits:
@@ -50,6 +45,7 @@ class Commits:
         appender: Appender,
         metrics: WorkerMetrics,
         faults: Faults,
+        unacknowledged_max: int,
     ) -> None:
         self.app = app
         self.topic_name = topic_name
@@ -77,7 +73,9 @@ class Commits:
         self._no_fold.set()
         # Set by a clean stop: no event is folded after it (those left are refolded by the next start).
         self._closing = False
-        # Folded events not yet acknowledged, and an event set while they are fewer than the bound.
+        # Folded events not yet acknowledged (`Settings.worker_unacknowledged_max` at most), and an event
+        # set while they are fewer than the bound.
+        self.unacknowledged_max = unacknowledged_max
         self._unacknowledged = 0
         self._room = asyncio.Event()
         self._room.set()
@@ -87,7 +85,7 @@ class Commits:
         histogram = self.metrics.fold_seconds.labels(name)
         self._idle_since[self.topic_name(name)] = time.monotonic()
         async for event in feed.events():
-            if self._unacknowledged >= UNACKNOWLEDGED_MAX:
+            if self._unacknowledged >= self.unacknowledged_max:
                 await self._room.wait()
             if self._closing:
                 continue
@@ -108,7 +106,7 @@ class Commits:
                 histogram.observe(time.perf_counter() - started)
                 self._unflushed.append((feed, event, pending, revocations))
                 self._unacknowledged += 1
-                if self._unacknowledged >= UNACKNOWLEDGED_MAX:
+                if self._unacknowledged >= self.unacknowledged_max:
                     self._room.clear()
             self._idle_since[topic] = time.monotonic()
 
@@ -258,7 +256,7 @@ class Commits:
             return await self._acknowledge(held, written, previous)
         finally:
             self._unacknowledged -= len(held)
-            if self._unacknowledged < UNACKNOWLEDGED_MAX:
+            if self._unacknowledged < self.unacknowledged_max:
                 self._room.set()
 
     async def _acknowledge(
