@@ -436,9 +436,8 @@ async def phases(bench: Bench) -> None:
                 break
             results["faust_floor"].append(await faust_floor(svc.settings, tables))
             bench.log(f"faust floor: {results['faust_floor'][-1]}")
-    # The fold phase's backlog folded by the domain over aiokafka and RocksDB with no Faust; then the domain
-    # alone over as many calls: the ceilings of a leaner adapter and of any adapter.
-    if "fold" in results:
+        # The fold phase's backlog folded by the domain over aiokafka and RocksDB with no Faust; then the
+        # domain alone over as many calls: the ceilings of a leaner adapter and of any adapter.
         results["lean_floor"] = await lean_floor(svc.settings, results["fold"]["from_offsets"])
         bench.log(f"lean floor: {results['lean_floor']}")
         results["domain_floor"] = await domain_floor(len(bench.accounts), results["fold"]["append"]["calls"])
