@@ -30,7 +30,7 @@ SEVERITY_RANK = {"info": 0, "threat": 1, "critical": 2}
 ENVELOPE = ("id", "type", "account_id", "created_at", "data")
 
 
-class Alert(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class Alert(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """A record of the alerts topic (schemas/alert.schema.json): the envelope, its severity and subject."""
 
     id: str
@@ -72,7 +72,7 @@ def make_alert(account: str, kind: str, subject: str, window_start: int, raised_
     )
 
 
-class AlertTestRequest(msgspec.Struct, frozen=True, kw_only=True):
+class AlertTestRequest(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """An owner's request for an `alert.test` (schemas/accounts.schema.json, kind `alert.test_requested`)."""
 
     id: str

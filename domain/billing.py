@@ -8,7 +8,7 @@ from domain.alerts import Alert, make_alert
 from domain.rules import MIN_MS, DetectorRules
 
 
-class PaymentFailed(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="payment.failed"):
+class PaymentFailed(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="payment.failed", gc=False):
     id: str
     account_id: str
     amount_cents: int
@@ -16,7 +16,7 @@ class PaymentFailed(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind",
     at: int
 
 
-class LastAlerted(msgspec.Struct, frozen=True):
+class LastAlerted(msgspec.Struct, frozen=True, gc=False):
     id: str
     at: int
 

@@ -39,14 +39,14 @@ from domain.validation import TimeBounds
 NOT_ANSWERED = frozenset({"busy", "no-answer", "failed", "canceled"})
 
 
-class Raised(msgspec.Struct, frozen=True, array_like=True):
+class Raised(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """An alert the call raised, with the event that raised it: a refold of that event raises it again."""
 
     event_id: str
     alert: Alert
 
 
-class CallState(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="call"):
+class CallState(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="call", gc=False):
     account_id: str
     call_id: str
     provider_call_id: str | None
@@ -72,7 +72,7 @@ class CallState(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag
     end_id: str | None = None
     live: live.LiveState = msgspec.field(default_factory=live.LiveState)
     long_running_raised: bool = False
-    raised: list[Raised] = msgspec.field(default_factory=list)
+    raised: tuple[Raised, ...] = ()
     # The gate's challenge digit for a call the carrier reported, and whether the caller pressed it.
     gate_digit: str | None = None
     gate_passed: bool = False
@@ -86,7 +86,7 @@ class CallState(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag
         return self.decision.answer
 
 
-class Alias(msgspec.Struct, frozen=True, tag_field="kind", tag="alias"):
+class Alias(msgspec.Struct, frozen=True, tag_field="kind", tag="alias", gc=False):
     """A call id that names another record (the same call reported by a platform and its carrier)."""
 
     alias_of: str
@@ -185,7 +185,7 @@ def start(state: CallState | None, event: CallStarted, context: StartContext, ru
             score=0.0,
             action="allow",
             thresholds=thresholds(rules.scoring),
-            reasons=["capped"],
+            reasons=("capped",),
             block=None,
             checks={},
             prior=prior_of(context.history, event.at),
@@ -479,7 +479,7 @@ def turn(state: CallState, event: Turn | Tick, rules: Rules) -> Outcome:
         if not call.quiet:
             alerts.append(long_running)
     if alerts:
-        call = msgspec.structs.replace(call, raised=[*call.raised, *(Raised(event.id, a) for a in alerts)])
+        call = msgspec.structs.replace(call, raised=(*call.raised, *(Raised(event.id, a) for a in alerts)))
     return Outcome(
         200, live_body(call) if not is_tick else None, state=call, alerts=alerts, facts=charges_of(alerts, call, rules)
     )

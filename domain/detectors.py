@@ -39,7 +39,7 @@ COOLDOWN_KEEP = 256
 ECHO_KEEP = 64
 
 
-class WindowCall(msgspec.Struct, frozen=True, array_like=True):
+class WindowCall(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """One call to the number, as the detectors need it."""
 
     at: int
@@ -52,35 +52,35 @@ class WindowCall(msgspec.Struct, frozen=True, array_like=True):
     call_id: str
 
 
-class CountrySeen(msgspec.Struct, frozen=True, array_like=True):
+class CountrySeen(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A country's calls inside the burst window, and the latest one before them."""
 
-    recent: list[int]
+    recent: tuple[int, ...]
     before: int | None
 
 
-class Spike(msgspec.Struct, frozen=True, array_like=True):
+class Spike(msgspec.Struct, frozen=True, array_like=True, gc=False):
     since: int
     hour: int
     peak: int
     expected: float
 
 
-class SpendHour(msgspec.Struct, frozen=True, array_like=True):
+class SpendHour(msgspec.Struct, frozen=True, array_like=True, gc=False):
     spend: float
     calls: int
 
 
-class Echo(msgspec.Struct, frozen=True, array_like=True):
+class Echo(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """What one fact raised and placed, kept (a row of its own, `keys.echo`) so the fact folded again
     after a crash appends the same again."""
 
     fact_id: str
-    alerts: list[Alert]
-    facts: list[AnyFact]
+    alerts: tuple[Alert, ...]
+    facts: tuple[AnyFact, ...]
 
 
-class Forward(msgspec.Struct, frozen=True, array_like=True):
+class Forward(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """One gate forward to a platform host: when it finished, and whether it was bad (failed or slow)."""
 
     at: int
@@ -88,18 +88,18 @@ class Forward(msgspec.Struct, frozen=True, array_like=True):
     bad: bool
 
 
-class NumberWindow(msgspec.Struct, frozen=True, kw_only=True):
-    calls: list[WindowCall] = msgspec.field(default_factory=list)
+class NumberWindow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    calls: tuple[WindowCall, ...] = ()
     countries: dict[str, CountrySeen] = msgspec.field(default_factory=dict)
     hours: dict[int, int] = msgspec.field(default_factory=dict)
     spend: dict[int, SpendHour] = msgspec.field(default_factory=dict)
     cooldown: dict[str, int] = msgspec.field(default_factory=dict)
     spike: Spike | None = None
     # The latest gate forwards per platform host, oldest first.
-    forwards: dict[str, list[Forward]] = msgspec.field(default_factory=dict)
-    seen: list[str] = msgspec.field(default_factory=list)
+    forwards: dict[str, tuple[Forward, ...]] = msgspec.field(default_factory=dict)
+    seen: tuple[str, ...] = ()
     # Ids of the latest facts that raised or placed something, whose echoes are kept.
-    echoes: list[str] = msgspec.field(default_factory=list)
+    echoes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -152,15 +152,15 @@ class _Working:
 
     def freeze(self) -> NumberWindow:
         return NumberWindow(
-            calls=self.calls,
+            calls=tuple(self.calls),
             countries=self.countries,
             hours=self.hours,
             spend=self.spend,
             cooldown=self.cooldown,
             spike=self.spike,
             forwards=self.forwards,
-            seen=self.seen,
-            echoes=self.echoes,
+            seen=tuple(self.seen),
+            echoes=tuple(self.echoes),
         )
 
 
@@ -209,7 +209,7 @@ def observe(
         return Observed(w.freeze(), alerts, facts)
     kept = [*w.echoes, fact.id]
     w.echoes = kept[-ECHO_KEEP:]
-    echo = Echo(fact.id, alerts, cast(list[AnyFact], facts))
+    echo = Echo(fact.id, tuple(alerts), tuple(cast(list[AnyFact], facts)))
     return Observed(w.freeze(), alerts, facts, echo=echo, forgotten=kept[:-ECHO_KEEP])
 
 
@@ -387,12 +387,12 @@ def _remember_country(w: _Working, entry: WindowCall, rules: DetectorRules) -> N
     at, country = entry.at, entry.country
     if not country:
         return
-    seen = w.countries.get(country, CountrySeen([], None))
+    seen = w.countries.get(country, CountrySeen((), None))
     horizon = at - rules.country_window_min * MIN_MS
     recent = sorted([*seen.recent, at])
     older = [t for t in recent if t <= horizon]
     before = max([*older, seen.before] if seen.before is not None else older, default=None)
-    w.countries[country] = CountrySeen([t for t in recent if t > horizon], before)
+    w.countries[country] = CountrySeen(tuple(t for t in recent if t > horizon), before)
 
 
 def country_burst(w: _Working, fact: CallDecided, rules: DetectorRules) -> list[Detection]:
@@ -401,7 +401,7 @@ def country_burst(w: _Working, fact: CallDecided, rules: DetectorRules) -> list[
         return []
     window_start = at - rules.country_window_min * MIN_MS
     count = sum(1 for e in _window(w, at, rules.country_window_min) if e.country == country)
-    seen = w.countries.get(country, CountrySeen([], None))
+    seen = w.countries.get(country, CountrySeen((), None))
     before = max([t for t in seen.recent if t <= window_start] + ([seen.before] if seen.before else []), default=None)
     quiet_since = window_start - rules.country_quiet_days * DAY_MS
     if count < rules.country_calls or (before is not None and before >= quiet_since):
@@ -538,9 +538,9 @@ def platform_degraded(w: _Working, fact: ForwardDone, rules: DetectorRules) -> l
     """≥ `degraded_bad` of the host's last `degraded_last` forwards within the window failed or were slow."""
     bad = fact.failed or fact.duration_ms > rules.degraded_slow_ms
     since = fact.at - rules.degraded_window_min * MIN_MS
-    kept = [f for f in w.forwards.get(fact.host, []) if f.at > since]
+    kept = [f for f in w.forwards.get(fact.host, ()) if f.at > since]
     kept = sorted([*kept, Forward(fact.at, fact.id, bad)], key=lambda f: (f.at, f.id))[-rules.degraded_last :]
-    w.forwards[fact.host] = kept
+    w.forwards[fact.host] = tuple(kept)
     # Hosts with nothing inside the window are forgotten, so a number's window stays small.
     w.forwards = {host: seen for host, seen in w.forwards.items() if seen[-1].at > since}
     recent = [f for f in kept if f.at <= fact.at]

@@ -11,19 +11,19 @@ from typing import Any
 import msgspec
 
 
-class NumberInfo(msgspec.Struct, frozen=True):
+class NumberInfo(msgspec.Struct, frozen=True, gc=False):
     country: str
     national: str
 
 
-class CallerInfo(msgspec.Struct, frozen=True):
+class CallerInfo(msgspec.Struct, frozen=True, gc=False):
     country: str
     national: str
     valid: bool
     premium: bool
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", gc=False):
     """What every record carries: its own id, the call it belongs to, and its time in event time."""
 
     id: str

@@ -12,17 +12,17 @@ from typing import Any
 import msgspec
 
 
-class Thresholds(msgspec.Struct, frozen=True):
+class Thresholds(msgspec.Struct, frozen=True, gc=False):
     review: float
     reject: float
 
 
-class LastCall(msgspec.Struct, frozen=True):
+class LastCall(msgspec.Struct, frozen=True, gc=False):
     score: int
     days: int
 
 
-class Prior(msgspec.Struct, frozen=True):
+class Prior(msgspec.Struct, frozen=True, gc=False):
     """The caller's history on this account and the network (docs/rules.md, Scoring)."""
 
     points: int = 0
@@ -31,27 +31,27 @@ class Prior(msgspec.Struct, frozen=True):
     last: LastCall | None = None
 
 
-class PublicBlock(msgspec.Struct, frozen=True):
+class PublicBlock(msgspec.Struct, frozen=True, gc=False):
     reason: str
     alert_id: str
     since: str
     until: str
 
 
-class Cap(msgspec.Struct, frozen=True):
+class Cap(msgspec.Struct, frozen=True, gc=False):
     allowance: int
     used: int
     resets_at: str
 
 
-class ScoreResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class ScoreResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """The answer to a start (docs/api.md); `block` is always present, `capped` and `cap` when so."""
 
     call_id: str
     score: float
     action: str
     thresholds: Thresholds
-    reasons: list[str]
+    reasons: tuple[str, ...]
     block: PublicBlock | None
     checks: dict[str, int]
     prior: Prior
@@ -60,7 +60,7 @@ class ScoreResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     duplicate: bool = False
 
 
-class Fact(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
+class Fact(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", gc=False):
     id: str
     account_id: str
     number: str
@@ -150,7 +150,7 @@ AnyFact = (
 )
 
 
-class Delivery(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", omit_defaults=True):
+class Delivery(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", omit_defaults=True, gc=False):
     """A record of the deliveries topic (schemas/deliveries.schema.json), keyed by alert id."""
 
     alert_id: str

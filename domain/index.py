@@ -24,7 +24,7 @@ PAGE = 64
 Lookup = Callable[[str], Any]
 
 
-class CallEntry(msgspec.Struct, frozen=True, array_like=True):
+class CallEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):
     at: int
     call_id: str
     number: str
@@ -33,13 +33,13 @@ class CallEntry(msgspec.Struct, frozen=True, array_like=True):
     source: str = "api"
 
 
-class AlertEntry(msgspec.Struct, frozen=True, array_like=True):
+class AlertEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):
     at: int
     alert_id: str
     type: str
 
 
-class DayEntry(msgspec.Struct, frozen=True, array_like=True):
+class DayEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """An account that has records on a day, for the horizon's index: `at` is the day's start and
     `name` is `keys.account_day` (an entry's second field is its id)."""
 

@@ -31,7 +31,7 @@ SEEN_KEEP = 256
 SAID_KEEP = 32
 
 
-class Step(msgspec.Struct, frozen=True, array_like=True):
+class Step(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """What the picture keeps of one event: its kind, time, id and measurements, never words."""
 
     type: str
@@ -55,12 +55,12 @@ class Step(msgspec.Struct, frozen=True, array_like=True):
         return (self.at, self.id)
 
 
-class OpenTurn(msgspec.Struct, frozen=True, array_like=True):
+class OpenTurn(msgspec.Struct, frozen=True, array_like=True, gc=False):
     at: int
     turn: int | None
 
 
-class Said(msgspec.Struct, frozen=True, array_like=True):
+class Said(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """What a completed turn said, kept by its index so a later transcript can correct it."""
 
     role: str
@@ -69,10 +69,10 @@ class Said(msgspec.Struct, frozen=True, array_like=True):
     hash: str | None
 
 
-class Running(msgspec.Struct, frozen=True, kw_only=True):
+class Running(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """The picture after a run of events, in event time."""
 
-    flags: list[str] = msgspec.field(default_factory=list)
+    flags: tuple[str, ...] = ()
     user_turns: int = 0
     agent_turns: int = 0
     interruptions: int = 0
@@ -85,28 +85,28 @@ class Running(msgspec.Struct, frozen=True, kw_only=True):
     agent_words: int = 0
     first_user_at: int | None = None
     first_agent_at: int | None = None
-    open_user: list[OpenTurn] = msgspec.field(default_factory=list)
-    open_agent: list[OpenTurn] = msgspec.field(default_factory=list)
-    user_starts: list[int] = msgspec.field(default_factory=list)
-    cut_ins: list[int] = msgspec.field(default_factory=list)
+    open_user: tuple[OpenTurn, ...] = ()
+    open_agent: tuple[OpenTurn, ...] = ()
+    user_starts: tuple[int, ...] = ()
+    cut_ins: tuple[int, ...] = ()
     hashes: dict[str, int] = msgspec.field(default_factory=dict)
-    said: list[Said] = msgspec.field(default_factory=list)
+    said: tuple[Said, ...] = ()
 
 
-class LiveState(msgspec.Struct, frozen=True, kw_only=True):
+class LiveState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     checkpoint: Running = msgspec.field(default_factory=Running)
     # The last event folded into the checkpoint: anything older arrived too late to be placed.
     horizon: Step | None = None
-    recent: list[Step] = msgspec.field(default_factory=list)
+    recent: tuple[Step, ...] = ()
     current: Running = msgspec.field(default_factory=Running)
     score: float = 0.0
     # Turn events folded (ticks excluded): the per-call cap counts these.
     written: int = 0
-    seen: list[str] = msgspec.field(default_factory=list)
+    seen: tuple[str, ...] = ()
     first_alert_at: int | None = None
 
     @property
-    def flags(self) -> list[str]:
+    def flags(self) -> tuple[str, ...]:
         return self.current.flags
 
     @property
@@ -160,11 +160,11 @@ def fold(live: LiveState, event: Turn | Tick, started_at: int, start_score: floa
     new = LiveState(
         checkpoint=checkpoint,
         horizon=horizon,
-        recent=recent,
+        recent=tuple(recent),
         current=current,
         score=max(live.score, score),
         written=live.written + (0 if isinstance(event, Tick) else 1),
-        seen=[*live.seen, step.id][-SEEN_KEEP:],
+        seen=(*live.seen, step.id)[-SEEN_KEEP:],
         first_alert_at=step.at if first else live.first_alert_at,
     )
     return Folded(new, first)
@@ -331,7 +331,7 @@ class _Working:
 
     def freeze(self) -> Running:
         return Running(
-            flags=self.flags,
+            flags=tuple(self.flags),
             user_turns=self.user_turns,
             agent_turns=self.agent_turns,
             interruptions=self.interruptions,
@@ -344,12 +344,12 @@ class _Working:
             agent_words=self.agent_words,
             first_user_at=self.first_user_at,
             first_agent_at=self.first_agent_at,
-            open_user=self.open["user"],
-            open_agent=self.open["agent"],
-            user_starts=self.user_starts,
-            cut_ins=self.cut_ins,
+            open_user=tuple(self.open["user"]),
+            open_agent=tuple(self.open["agent"]),
+            user_starts=tuple(self.user_starts),
+            cut_ins=tuple(self.cut_ins),
             hashes=self.hashes,
-            said=self.said,
+            said=tuple(self.said),
         )
 
 

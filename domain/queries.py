@@ -24,7 +24,7 @@ from domain.times import format_ms
 Lookup = Callable[[str], Any]
 
 
-class Question(msgspec.Struct, frozen=True, kw_only=True, tag_field="q"):
+class Question(msgspec.Struct, frozen=True, kw_only=True, tag_field="q", gc=False):
     account_id: str
 
 

@@ -122,7 +122,7 @@ def score_start(call_id: str, s: Signals, rules: ScoringRules) -> ScoreResult:
             score=score,
             action=action_for(score, rules),
             thresholds=thresholds(rules),
-            reasons=reasons,
+            reasons=tuple(reasons),
             block=s.block,
             checks=s.checks,
             prior=prior_of(s.history, s.at),
@@ -157,7 +157,7 @@ class Ending:
 def settle_spam_score(
     start_score: float | None,
     live_score: float,
-    flags: list[str],
+    flags: tuple[str, ...],
     two_sided: bool,
     ending: Ending | None,
     rules: ScoringRules,

@@ -89,7 +89,8 @@ class Harness:
         self.folded_facts += outcome.facts
         self.folded_alerts += outcome.alerts
         self.record(outcome.facts, outcome.alerts)
-        return outcome.status, msgspec.to_builtins(outcome.body)
+        # As JSON, the way the worker's reply reaches the edge (a struct's tuples are arrays there).
+        return outcome.status, msgspec.json.decode(msgspec.json.encode(outcome.body))
 
     def index_call(self, key: str, entry: CallEntry) -> None:
         partition = partition_for(key, self.partitions)
@@ -284,7 +285,7 @@ def run(scenario: Scenario, base: int = BASE) -> Run:
             continue
         answer = harness.post(scenario.account(step.account), body_at(step, base), received_at(step, base))
         result.answers.append(answer)
-    result.alerts = [msgspec.to_builtins(a) for a in harness.alerts]
+    result.alerts = [msgspec.json.decode(msgspec.json.encode(a)) for a in harness.alerts]
     return result
 
 

@@ -40,7 +40,7 @@ def picture(events: list[Event], started_at: int, start_score: float, rules: Liv
 
 
 def flags(events: list[Event]) -> list[str]:
-    return picture(events, START, 0.0, TH).flags
+    return list(picture(events, START, 0.0, TH).flags)
 
 
 def caller_turn(begin: float, end: float, **fields: Any) -> list[Event]:
@@ -119,7 +119,7 @@ def test_one_sided_two_hundred_caller_words_and_at_most_ten_percent_from_the_age
 def test_score_rises_with_each_flag_and_starts_from_the_start_score() -> None:
     events = [*caller_turn(0, 50), *(ev("turn.started", 60 + s, role="user") for s in range(8))]
     pic = picture(events, START, 0.25, TH)
-    assert pic.flags == ["recording_likely", "rapid_fire"]
+    assert pic.flags == ("recording_likely", "rapid_fire")
     assert pic.score == round(1 - 0.75 * 0.4 * 0.4, 4)
     assert pic.first_alert_at == START + 50_000
 

@@ -94,7 +94,7 @@ def test_a_fact_that_raised_an_alert_folded_again_raises_the_same_again() -> Non
     assert len(raised) == 1
     number_key = "acct_x:+14155552671"
     window = harness.windows[number_key]
-    (echo_key,) = [k for k, echo in harness.echoes.items() if echo.alerts == raised]
+    (echo_key,) = [k for k, echo in harness.echoes.items() if list(echo.alerts) == raised]
     fact_id = echo_key.rsplit("|", 1)[1]
     # The crash lost the appends, not the window: the same fact again, as the refold meets it.
     again = detectors.observe(
@@ -104,8 +104,8 @@ def test_a_fact_that_raised_an_alert_folded_again_raises_the_same_again() -> Non
         RULES.scoring,
         harness.echoes_of(number_key),
     )
-    assert again.alerts == harness.echoes[echo_key].alerts and [a.id for a in again.alerts] == [raised[0].id]
-    assert again.facts == harness.echoes[echo_key].facts
+    assert again.alerts == list(harness.echoes[echo_key].alerts) and [a.id for a in again.alerts] == [raised[0].id]
+    assert again.facts == list(harness.echoes[echo_key].facts)
     assert again.window is window
 
 
