@@ -109,9 +109,11 @@ class Settings:
     # One block cache for all of a worker's RocksDB databases; their memtables are charged to it.
     rocksdb_memory_mb: int = 32
     # Table rows a worker keeps decoded after reading or writing them, by their encoded size (the decoded
-    # structs take a few times more). `row_cache_check` decodes every kept struct again and fails on a
-    # difference: for tests, not for production.
-    row_cache_mb: int = 4
+    # structs take a few times more). Room for the rows of the calls a burst leaves open: at 4 MB the
+    # worker decoded most rows again after an overload (docs/profiles/README.md, "Rows the collector never
+    # walks"). `row_cache_check` decodes every kept struct again and fails on a difference: for tests, not
+    # for production.
+    row_cache_mb: int = 16
     row_cache_check: bool = False
     # How often the sweep looks for calls and numbers a rule may trip without a further event.
     silent_sweep_s: float = 1.0
