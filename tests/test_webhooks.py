@@ -67,7 +67,10 @@ async def use_hook(http: aiohttp.ClientSession, service: RunningService, account
 async def raise_rate_alert(
     http: aiohttp.ClientSession, service: RunningService, account: AccountKeys, caller: str
 ) -> None:
-    base = now_ms() - 3_600_000
+    # A minute back: inside the rate rule's window, and far from the long-call rule's 30 minutes. Backdated
+    # an hour, the six calls also raised `call.long_running` each, and those took the account's four
+    # webhook slots ahead of the rate alert whenever the sweep raised them first.
+    base = now_ms() - 60_000
     for i in range(6):
         body = {
             "type": "call.started",
@@ -186,6 +189,9 @@ async def test_a_hanging_receiver_delays_no_score_and_no_other_account(
     assert fast_at < hung_at + 8
     (alert,) = await listed(http, hook_service, slow)
     assert alert["delivered"] == {"webhook": False}
+    # The rate alert is the account's only one, so no other delivery holds its slots.
+    async with http.get(f"{hook_service.base_url}/v1/alerts", headers=slow.headers) as r:
+        assert [a["id"] for a in (await r.json())["data"]] == [alert["id"]]
 
     async def timed_out() -> bool:
         alerts = await listed(http, hook_service, slow)
