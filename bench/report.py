@@ -435,7 +435,7 @@ def rss_table(r: dict[str, Any]) -> list[str]:
         "as far as the memory broker goes: `docs/benchmarks-memory-tansu.md` (`python -m bench.memory --broker"
         " memory`, about 3 minutes)."
         if memory
-        else "`docs/benchmarks-memory.md` (`make bench-memory`, about 10 minutes)."
+        else "`docs/benchmarks-memory.md` (`make bench-memory`, about 2 minutes, 10 at most)."
     )
     lines += [
         "",
