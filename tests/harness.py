@@ -47,6 +47,11 @@ class Account:
     trusted: frozenset[str] = frozenset()
 
 
+def as_sent(value: Any) -> Any:
+    """`value` as JSON carries it to the edge and the alert topic: a struct's tuples are arrays there."""
+    return msgspec.json.decode(msgspec.json.encode(value))
+
+
 class Harness:
     def __init__(self, rules: Rules | None = None, partitions: int = 4) -> None:
         self.rules = rules or Rules()
@@ -89,8 +94,7 @@ class Harness:
         self.folded_facts += outcome.facts
         self.folded_alerts += outcome.alerts
         self.record(outcome.facts, outcome.alerts)
-        # As JSON, the way the worker's reply reaches the edge (a struct's tuples are arrays there).
-        return outcome.status, msgspec.json.decode(msgspec.json.encode(outcome.body))
+        return outcome.status, as_sent(outcome.body)
 
     def index_call(self, key: str, entry: CallEntry) -> None:
         partition = partition_for(key, self.partitions)
@@ -285,7 +289,7 @@ def run(scenario: Scenario, base: int = BASE) -> Run:
             continue
         answer = harness.post(scenario.account(step.account), body_at(step, base), received_at(step, base))
         result.answers.append(answer)
-    result.alerts = [msgspec.json.decode(msgspec.json.encode(a)) for a in harness.alerts]
+    result.alerts = [as_sent(a) for a in harness.alerts]
     return result
 
 
