@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from faust.stores.rocksdb import RocksDBOptions
-from rocksdict import BlockBasedOptions, Cache, Options, Rdict, WriteBatch, WriteBufferManager
+from rocksdict import BlockBasedOptions, Cache, Env, Options, Rdict, WriteBatch, WriteBufferManager
 
 MB = 1024 * 1024
 # A memtable is flushed at this size even when the budget has room: keeps each flush short.
@@ -40,10 +40,16 @@ class RocksBudget:
         self.write_buffers = WriteBufferManager.new_write_buffer_manager_with_cache(
             megabytes * MB // 2, False, self.cache
         )
+        # Compactions run at the lowest CPU priority: on two cores they took a core's slice from the
+        # folds and answers when the service was busiest (docs/profiles/README.md, "Compactions at low
+        # priority"). Flushes keep theirs, so a full memtable never waits behind the folds.
+        self.env = Env()
+        self.env.lower_thread_pool_cpu_priority()
 
     def options(self) -> Options:
         options = Options(raw_mode=True)
         options.create_if_missing(True)
+        options.set_env(self.env)
         options.set_max_open_files(MAX_OPEN_FILES)
         options.set_write_buffer_size(MEMTABLE_BYTES)
         options.set_max_write_buffer_number(2)
