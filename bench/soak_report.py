@@ -239,9 +239,12 @@ def draw_overload(over: dict[str, Any], path: Path) -> None:
     windows = over["result"]["windows"]
     figure, latency = plt.subplots(figsize=(8, 4))
     starts = [w["start_s"] for w in windows]
-    # A window that lost more than 1% of its events has no p99: drawn at the top of the chart.
+    # A window that lost more than 1% of its events has no p99: marked apart, at the top of the chart.
     top = max((w["p99_ms"] or 0 for w in windows), default=0) or P99_TARGET_MS
     latency.plot(starts, [w["p99_ms"] if w["p99_ms"] is not None else top for w in windows], marker="o")
+    failed = [w["start_s"] for w in windows if w["p99_ms"] is None]
+    if failed:
+        latency.plot(failed, [top] * len(failed), "rx", markersize=10, label="over 1% failed: no p99")
     latency.axhline(P99_TARGET_MS, color="grey", linestyle="--", label=f"{P99_TARGET_MS:g} ms")
     latency.axvline(step, color="red", linestyle=":", label=f"drop from {high:g}/s to {low:g}/s")
     latency.set_yscale("log")
