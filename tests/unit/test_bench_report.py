@@ -1,8 +1,8 @@
-"""The soak's default rate is read back from the benchmarks page `bench.report` writes."""
+"""What `bench.report` writes: the turn rate the soak reads back, and the edge's verdict against its floor."""
 
 from __future__ import annotations
 
-from bench.report import TURNS_HEADING, search_table, turn_rate_found
+from bench.report import TURNS_HEADING, edge_verdict, search_table, turn_rate_found
 
 
 def page(search: dict[str, object] | None) -> str:
@@ -24,3 +24,18 @@ def test_a_search_that_sustained_nothing_names_no_rate() -> None:
     # The starts section below still names 200 /s; it is not the turn rate.
     assert turn_rate_found(page({"steps": [step(25)], "sustainable": None, "complete": True})) is None
     assert turn_rate_found(page(None)) is None
+
+
+def test_a_floor_at_the_ladders_top_shows_no_ratio_met() -> None:
+    # The floor passed the last step: its rate is a lower bound, so 0.5x of it proves nothing.
+    assert edge_verdict(0.5, {"sustainable": 6000, "complete": True, "topped": True}) == (
+        "not shown (the floor passed the ladder's top)"
+    )
+    assert edge_verdict(0.25, {"sustainable": 6000, "complete": True, "topped": True}) == "**missed**"
+    assert edge_verdict(0.5, {"sustainable": 3000, "complete": True, "topped": False}) == "met"
+    assert edge_verdict(None, {}) == "n/a"
+
+
+def test_a_search_at_the_ladders_top_says_so() -> None:
+    lines = search_table({"steps": [step(5000), step(6000)], "sustainable": 6000, "complete": True, "topped": True})
+    assert "**sustainable: 6000 /s** (the ladder's top: the rate may be higher)" in lines
