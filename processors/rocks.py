@@ -42,7 +42,7 @@ class RocksBudget:
         )
         # Compactions run at the lowest CPU priority: on two cores they took a core's slice from the
         # folds and answers when the service was busiest (docs/profiles/README.md, "Compactions at low
-        # priority"). Flushes keep theirs, so a full memtable never waits behind the folds.
+        # priority"). Flushes keep theirs: a write waits for one when both memtables are full.
         self.env = Env()
         self.env.lower_thread_pool_cpu_priority()
 
