@@ -50,8 +50,8 @@ from infra.settings import Settings
 ROOT = Path(__file__).resolve().parent.parent
 P99_TARGET_MS = 50.0
 PROFILES = ROOT / "docs" / "profiles"
-# Up to where the bare server fails on this host (the load generator, on the same two cores, is its bound):
-# a floor at the ladder's top would be a lower bound, and the edge's ratio to it only an upper one.
+# The bare server reaches the top on this host at full speed (its bound is the load generator, on the same
+# two cores): a floor there is a lower bound, and the edge's ratio to it an upper one (`report.edge_verdict`).
 LADDER: list[float] = [25, 50, 100, 150, 200, 300, 400, 500, 750, 1000, 1500, 2000, 3000, 4000, 5000, 6000]
 BARE_TOPIC = "callscreen-bench.bare"
 FLOOR_TABLES = (0, 1)
