@@ -95,12 +95,15 @@ def verdict(ok: Any) -> str:
 
 
 def edge_verdict(edge_ratio: float | None, bare: dict[str, Any]) -> str:
-    """A floor that passed the ladder's top is only a lower bound, so a ratio to it can only show a miss."""
-    if edge_ratio is None:
+    """A floor that passed the ladder's top is only a lower bound, so a ratio to it can only show a miss.
+
+    With no floor there is no verdict; a service that sustained no step against one misses."""
+    if not bare.get("sustainable"):
         return "n/a"
-    if edge_ratio >= 0.5 and bare.get("topped"):
+    met = (edge_ratio or 0.0) >= 0.5
+    if met and bare.get("topped"):
         return "not shown (the floor passed the ladder's top)"
-    return verdict(edge_ratio >= 0.5)
+    return verdict(met)
 
 
 def render(r: dict[str, Any], command: str) -> str:

@@ -34,6 +34,8 @@ def test_a_floor_at_the_ladders_top_shows_no_ratio_met() -> None:
     assert edge_verdict(0.25, {"sustainable": 6000, "complete": True, "topped": True}) == "**missed**"
     assert edge_verdict(0.5, {"sustainable": 3000, "complete": True, "topped": False}) == "met"
     assert edge_verdict(None, {}) == "n/a"
+    # The service sustained no step (no ratio) while the floor did.
+    assert edge_verdict(None, {"sustainable": 3000, "complete": True, "topped": False}) == "**missed**"
 
 
 def test_a_search_at_the_ladders_top_says_so() -> None:
