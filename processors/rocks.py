@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from faust.stores.rocksdb import RocksDBOptions
-from rocksdict import BlockBasedOptions, Cache, Env, Options, Rdict, WriteBatch, WriteBufferManager
+from rocksdict import BlockBasedOptions, Cache, Env, Options, Rdict, ReadOptions, WriteBatch, WriteBufferManager
 
 MB = 1024 * 1024
 # A memtable is flushed at this size even when the budget has room: keeps each flush short.
@@ -62,7 +62,11 @@ class RocksBudget:
         return options
 
     def open(self, path: Path) -> Rdict:
-        return Rdict(str(path), options=self.options())
+        options = self.options()
+        # Named, or rocksdict opens an existing database's column family with its own table options:
+        # a block cache of 8 MB for each database and no bloom filter. Every restart lost the shared
+        # budget and the filters (docs/profiles/README.md, "Options lost on a restart").
+        return Rdict(str(path), options=options, column_families={"default": options})
 
 
 def write_rows(db: Rdict, rows: Iterable[tuple[bytes, bytes | None]]) -> None:
@@ -85,3 +89,9 @@ class BudgetedFaustOptions(RocksDBOptions):
 
     def as_options(self) -> Any:
         return self.budget.options()
+
+    def open(self, path: Path, *, read_only: bool = False) -> Rdict:
+        """As Faust opens a table's database, but through `RocksBudget.open`: Faust names no column family."""
+        db = self.budget.open(path)
+        db.set_read_options(ReadOptions())
+        return db

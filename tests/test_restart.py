@@ -20,6 +20,7 @@ from infra.clock import now_ms
 from infra.kafka import ensure_topics
 from infra.settings import Settings
 from tests.receiver import Receiver, receiver_env
+from tests.rocks_options import assert_opened_within_budget, worker_databases
 from tests.service import RunningService, create_account, isolated, settled, start_service
 from tests.topics import read_topic
 from tests.traffic import NO_SWEEP, assert_same_answers, past_every_window, post_all, script, snapshot
@@ -108,6 +109,8 @@ async def test_stop_and_crash_keep_every_answer_key_alert_and_delivery(
         await settled(second.settings)
         now = await everything(second, http, accounts)
         assert_same_answers(now, before)
+        for db_dir in worker_databases(data_dir):
+            assert_opened_within_budget(db_dir)
         assert await logged(second) == (alerts, deliveries)
         assert len(receiver.received) == alerts
     finally:
@@ -129,6 +132,8 @@ async def test_stop_and_crash_keep_every_answer_key_alert_and_delivery(
             assert r.status == 200 and "duplicate" not in await r.json()
         await settled(third.settings)
         assert await logged(third) == (alerts, deliveries)
+        for db_dir in worker_databases(data_dir):
+            assert_opened_within_budget(db_dir)
         assert len(receiver.received) == alerts
     finally:
         assert third.stop() == 0

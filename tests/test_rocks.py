@@ -9,22 +9,12 @@ import aiohttp
 
 from infra.clock import now_ms
 from processors.rocks import MB, MEMTABLE_BYTES, BudgetedFaustOptions, RocksBudget
+from tests.rocks_options import assert_opened_within_budget, worker_databases
 from tests.service import AccountKeys, RunningService
 from tests.traffic import post_all, script
 
 ROWS, ROW_BYTES = 4000, 500
 TABLES = ("alert_store", "billing", "call_index", "calls", "number_sweeps", "number_windows", "sweeps")
-
-
-def latest_options(db_dir: Path) -> dict[str, str]:
-    """The `key=value` lines of the newest OPTIONS file RocksDB wrote for a database."""
-    written = [p for p in db_dir.glob("OPTIONS-*") if p.name.split("-")[1].isdigit()]
-    newest = max(written, key=lambda p: int(p.name.split("-")[1]))
-    pairs = (line.strip().split("=", 1) for line in newest.read_text().splitlines() if "=" in line)
-    options: dict[str, str] = {}
-    for key, value in pairs:
-        options.setdefault(key, value)
-    return options
 
 
 def test_every_database_uses_the_one_shared_cache(tmp_path: Path) -> None:
@@ -44,6 +34,20 @@ def test_every_database_uses_the_one_shared_cache(tmp_path: Path) -> None:
     finally:
         for db in dbs:
             db.close()
+
+
+def test_a_database_opened_again_keeps_the_budget_and_the_filter(tmp_path: Path) -> None:
+    budget = RocksBudget(16)
+    for name, open_db in (("view", budget.open), ("table-0", BudgetedFaustOptions(budget).open)):
+        for _ in range(2):
+            db = open_db(tmp_path / name)
+            try:
+                db[b"key"] = b"value"
+                # Opened again, rocksdict gave the existing column family its own 8 MB cache unless named.
+                assert (name, db.property_int_value("rocksdb.block-cache-capacity")) == (name, 16 * MB)
+            finally:
+                db.close()
+            assert_opened_within_budget(tmp_path / name)
 
 
 def flushed_or_flushing(budget_mb: int, root: Path) -> int:
@@ -79,16 +83,11 @@ async def test_the_running_worker_opens_every_database_within_the_budget(
     answers = await post_all(http, service.base_url, account, script(seed=5, base=now_ms() - 60_000, calls=1))
     assert {status for status, _ in answers} == {200}
     # Every worker's directory: a second worker may have joined the service and taken partitions.
-    tables = sorted(service.data_dir.glob("worker-*/gen-*/faust/v1/tables/*.db"))
+    databases = worker_databases(service.data_dir)
+    tables = [p for p in databases if p.name.endswith(".db")]
     assert {p.name for p in tables} == {
         f"{table}-{partition}.db" for table in TABLES for partition in range(service.settings.partitions)
     }
-    views = sorted(service.data_dir.glob("worker-*/gen-*/features"))
-    assert views
-    for db_dir in [*tables, *views]:
-        options = latest_options(db_dir)
-        # Faust's defaults are 64 MB memtables and a 2 GiB cache a database. Reads of absent keys need the
-        # bloom filter, kept outside the cache (processors/rocks.py).
-        assert (db_dir.name, options["write_buffer_size"]) == (db_dir.name, str(MEMTABLE_BYTES))
-        assert (db_dir.name, options["filter_policy"]) == (db_dir.name, "bloomfilter")
-        assert (db_dir.name, options["cache_index_and_filter_blocks"]) == (db_dir.name, "false")
+    assert any(p.name == "features" for p in databases)
+    for db_dir in databases:
+        assert_opened_within_budget(db_dir)
