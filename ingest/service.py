@@ -221,7 +221,7 @@ class Edge:
     ) -> asyncio.Future[dict[str, Any]]:
         """Append a record that expects an answer; returns once the broker acknowledged it."""
         if partition is None:
-            # The partition Kafka's partitioner picks, from the cached hash (`infra.kafka.partition_for`).
+            # The partition Kafka's partitioner picks (`infra.kafka.partition_for`).
             partition = self.partition_for(key)
         try:
             return await self.log.ask(topic, key, msgspec.json.encode(record), partition)
