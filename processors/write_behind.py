@@ -49,6 +49,8 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
         # Written since the last flush: what the changelog has still to take, and RocksDB unless
         # `put_pending` ran since.
         self._dirty: dict[tuple[int, bytes], bytes | None] = {}
+        # Whether RocksDB holds every dirty row already: a timer reads row after row, each through `put_pending`.
+        self._pending_put = True
 
     def decoded(self, key: bytes, kind: Any) -> Any:
         """The row under `key` decoded as `kind`, or None."""
@@ -89,6 +91,7 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
         else:
             self._rows.drop(slot)
         self._dirty[(partition, key)] = raw
+        self._pending_put = False
 
     def _stored(self, partition: int, key: bytes) -> bytes | None:
         if (partition, key) in self._dirty:
@@ -99,8 +102,11 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
     def put_pending(self) -> None:
         """Write what was written since the last flush to RocksDB: one write batch per partition.
 
-        Called again before the flush (a rebalance, a sweep's scan), it writes the same values again."""
-        self._put(self._dirty_by_partition())
+        Nothing when RocksDB holds it all already (a timer reads row after row through here); with rows
+        written since, it writes them all again."""
+        if not self._pending_put:
+            self._put(self._dirty_by_partition())
+            self._pending_put = True
 
     def _dirty_by_partition(self) -> dict[int, list[tuple[bytes, bytes | None]]]:
         by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
@@ -131,6 +137,8 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
         for record in batch:
             self._rows.drop((self.name, record.message.partition, record.message.key))
         super().apply_changelog_batch(batch)
+        # It may have written an older value over a dirty row: the next `put_pending` writes them again.
+        self._pending_put = False
 
     def _partition_db(self, partition: int) -> Rdict:
         # Faust opens a partition's database on first use and drops it when the partition is revoked.
