@@ -80,6 +80,9 @@ class CallState(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag
     ended_by: str | None = None
     # A gated call whose first alert-level live flag ends it through the carrier (`hang_up_suspicious`).
     hang_up: bool = False
+    # How far behind its own clock the platform reported the call's latest start or turn (the edge's
+    # receipt time minus the event's `at`): a sweep waits as long before it ticks the call (`tick_after`).
+    reported_late_ms: int = 0
 
     @property
     def answer(self) -> ScoreResult:
@@ -314,7 +317,13 @@ def new_call(event: CallStarted, decided: CallDecided) -> CallState:
         decision=decided,
         gate_digit=event.gate_digit,
         hang_up=event.hang_up,
+        reported_late_ms=reported_late(event),
     )
+
+
+def reported_late(event: CallStarted | Turn) -> int:
+    """How long after its own `at` the edge received `event` (0 when it was not stamped, or came early)."""
+    return 0 if event.received_at is None else max(0, event.received_at - event.at)
 
 
 def merge_report(
@@ -467,7 +476,8 @@ def turn(state: CallState, event: Turn | Tick, rules: Rules) -> Outcome:
         return Outcome(200, {**live_body(state), "ignored": True, "why": "call_turn_cap"})
     start_score = 0.0 if state.capped else state.answer.score
     step = live.fold(state.live, event, state.started_at, start_score, rules.live)
-    call = msgspec.structs.replace(state, live=step.state)
+    late = reported_late(event) if isinstance(event, Turn) else state.reported_late_ms
+    call = msgspec.structs.replace(state, live=step.state, reported_late_ms=late)
     call = msgspec.structs.replace(call, spam_score=spam_score(call, rules))
     raised_at = event.at if is_tick else (event.received_at or event.at)
     alerts: list[Alert] = []
@@ -525,6 +535,16 @@ def sweep_due(call: CallState, rules: Rules) -> int | None:
         # Rounded up: a tick at this time must find the call silent for `silent_s`, or it would trip nothing.
         due.append(math.ceil(call.started_at + rules.live.silent_s * SECOND_MS))
     return min(due) if due else None
+
+
+def tick_after(call: CallState, due: int) -> int:
+    """When, by the edge's clock, a sweep may tick `call` for its rule due at `due` (event time).
+
+    As late as the platform reports the call: events it sent before `due` may still be on their way by
+    then. A call reported a minute behind its own clock and ticked when the clock passed `due` tripped
+    rules (a silence, its length) on events older than its end, which had not yet arrived.
+    """
+    return due + call.reported_late_ms
 
 
 def long_running_alert(call: CallState, at: int, raised_at: int, rules: Rules) -> Alert | None:

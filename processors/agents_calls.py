@@ -47,7 +47,9 @@ def register(w: Parts) -> None:
         assignment = frozenset(w.app.consumer.assignment())
         if due_calls.built_for != assignment:
             # The table holds the partitions this worker holds; each row is one open call's due time.
-            due_calls.rebuild(w.tables.due_times("sweeps"), assignment)
+            due_calls.rebuild(
+                ((key, due, tick_after(w, key, due)) for key, due in w.tables.due_times("sweeps")), assignment
+            )
         for gone in ticked.keys() - due_calls.current.keys():
             del ticked[gone]
         for key, due in due_calls.due(now):
@@ -113,12 +115,18 @@ def write_state(
     if not isinstance(after, CallState):
         return
     due = calls.sweep_due(after, w.rules)
-    due_calls.set(key, due)
+    due_calls.set(key, due, None if due is None else calls.tick_after(after, due))
     if w.tables.get("sweeps", key, int) != due:
         if due is None:
             w.tables.delete("sweeps", key)
         else:
             w.tables.put("sweeps", key, due)
+
+
+def tick_after(w: Parts, key: str, due: int) -> int:
+    """`calls.tick_after` for a row of the sweeps table, from its call's row (a timer's read)."""
+    call = w.tables.get("calls", key, Stored)
+    return calls.tick_after(call, due) if isinstance(call, CallState) else due
 
 
 def leave_horizon(w: Parts, partition: int, at: int, due_calls: DueIndex) -> None:

@@ -48,7 +48,7 @@ def register(w: Parts) -> None:
         now = now_ms()
         assignment = frozenset(w.app.consumer.assignment())
         if due_numbers.built_for != assignment:
-            due_numbers.rebuild(w.tables.due_times("number_sweeps"), assignment)
+            due_numbers.rebuild(((key, due, due) for key, due in w.tables.due_times("number_sweeps")), assignment)
         for gone in ticked.keys() - due_numbers.current.keys():
             del ticked[gone]
         for key, due in due_numbers.due(now):

@@ -49,6 +49,13 @@ class Traffic:
             assert r.status == 200, await r.text()
             return await r.json()
 
+    async def turn(self, call_id: str, minute: float, **fields: Any) -> Any:
+        at = format_ms(self.base + int(minute * MIN))
+        body = {"type": "turn.started", "call_id": call_id, "role": "user", "at": at, **fields}
+        async with self.http.post(f"{self.base_url}/v1/events", json=body, headers=self.account.headers) as r:
+            assert r.status == 200, await r.text()
+            return await r.json()
+
     async def alerts(self, kind: str | None = None) -> list[dict[str, Any]]:
         url = f"{self.base_url}/v1/alerts?limit=200" + (f"&type={kind}" if kind else "")
         async with self.http.get(url, headers=self.account.headers) as r:
@@ -227,9 +234,12 @@ async def test_long_running_call_from_the_sweep(
     http: aiohttp.ClientSession, account: AccountKeys, service: RunningService
 ) -> None:
     t = traffic(http, service, account)
-    t.base = now_ms() - 31 * MIN
+    # Started 29m57s ago; its platform reports it as it happens (a turn of now), so the sweep ticks it as
+    # soon as it passes its ceiling, 3 s from now (`domain.calls.tick_after`).
+    t.base = now_ms() - 30 * MIN + 3_000
     await t.start("+19175550999", 0)
-    (alert,) = await t.wait_for("call.long_running", timeout_s=8.0)
+    assert (await t.turn("t1", 29.95))["flags"] == []
+    (alert,) = await t.wait_for("call.long_running", timeout_s=10.0)
     assert alert["data"]["call_id"] == "t1"
     # The sweep's tick is at the time the call passed its ceiling, in event time, not when the sweep ran.
     assert alert["data"]["ceiling_min"] == 30 and alert["data"]["minutes"] == 30

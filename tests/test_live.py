@@ -140,7 +140,9 @@ async def test_silent_listener_trips_from_the_sweep(
     call = Call(http, base_url, account, "silent-1")
     call.started = now_ms() - 59_000
     await call.start()
-    answer = await call.send("turn.started", 1, role="agent")
+    # The agent speaks now, by the call's clock and the edge's: the call's silence is due a second from
+    # now, and its platform reports it on time, so the sweep ticks it then (`domain.calls.tick_after`).
+    answer = await call.send("turn.started", 59, role="agent")
     assert answer["flags"] == []
     deadline = time.monotonic() + 8.0
     while time.monotonic() < deadline:

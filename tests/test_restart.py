@@ -16,6 +16,7 @@ import aiohttp
 import pytest
 import trustme
 
+from domain.times import format_ms
 from infra.clock import now_ms
 from infra.kafka import ensure_topics
 from infra.settings import Settings
@@ -205,3 +206,48 @@ async def records(
             assert r.status == 200, path
             answers.append(await r.json())
     return answers
+
+
+async def test_a_restarted_worker_ticks_each_call_at_its_own_time(
+    kafka: str, tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
+    """A worker rebuilds its sweep's due times at start, each from the sweeps table and its call's row
+    (`domain.calls.tick_after`): a call its platform reports on time is ticked once its silence is due; one
+    reported late, only once as much time again has passed by the edge's clock."""
+    now = now_ms()
+    # Each call's start and its agent's turn. "ontime": the agent speaks now, the silence is due 20 s from
+    # now. "late": reported 95 s behind its own clock, its silence due 40 s ago by that clock, 55 s from now
+    # by the edge's.
+    calls = {"ontime": (now - 40_000, now), "late": (now - 100_000, now - 95_000)}
+    late_tick = now + 55_000
+
+    async def flags(base_url: str, headers: dict[str, str], call_id: str) -> list[str]:
+        async with http.get(f"{base_url}/v1/calls/{call_id}", headers=headers) as r:
+            assert r.status == 200
+            found: list[str] = (await r.json())["flags"]
+            return found
+
+    data_dir = tmp_path / "data"
+    first = start_service(data_dir, kafka)
+    try:
+        account = await create_account(first.settings, http, first.base_url)
+        for call_id, (started, spoke) in calls.items():
+            start = {"type": "call.started", "call_id": call_id, "to": "+14155552671", "from": "+447911555000"}
+            agent = {"type": "turn.started", "call_id": call_id, "role": "agent", "at": format_ms(spoke)}
+            answers = await post_all(http, first.base_url, account, [{**start, "at": format_ms(started)}, agent])
+            assert [status for status, _ in answers] == [200, 200]
+            assert answers[1][1]["flags"] == []
+        await settled(first.settings)
+    finally:
+        assert first.stop() == 0
+    second = start_service(data_dir, kafka, env=first.env)
+    try:
+        deadline = time.monotonic() + 45
+        while await flags(second.base_url, account.headers, "ontime") != ["silent_listener"]:
+            assert time.monotonic() < deadline, "the on-time call was never ticked"
+            await asyncio.sleep(0.2)
+        assert await flags(second.base_url, account.headers, "late") == []
+        # Else the check above came after the late call's own time and showed nothing.
+        assert now_ms() < late_tick - 5_000, "the restart took too long to tell the calls apart"
+    finally:
+        assert second.stop() == 0

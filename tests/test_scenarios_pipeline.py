@@ -32,10 +32,11 @@ async def accounts_of(scenario: Scenario, service: RunningService, http: aiohttp
 
 
 def recent_base(scenario: Scenario) -> tuple[int, Run]:
-    """The scenario's start, and the pure folds' run from it: its last step a minute ago, so no call stays
-    open long enough (event time) for the sweep to tick it; or, where that would split the scenario's hourly
-    windows (a spend ceiling summed over two hours is not reached), its last step a minute before the top
-    of the hour."""
+    """The scenario's start, and the pure folds' run from it: its last step a minute ago, so no tick lands
+    among the steps (a sweep ticks a call once as much of the edge's time has passed since its latest event
+    as its rule is due after it, `domain.calls.tick_after`: tens of seconds at least in these scenarios);
+    or, where that would split the scenario's hourly windows (a spend ceiling summed over two hours is not
+    reached), its last step a minute before the top of the hour."""
     span = max(step.at for step in scenario.steps)
     assert span < LONGEST_SPAN_MS, f"{scenario.name} spans {span} ms"
     latest = now_ms() - span - MIN_MS

@@ -21,6 +21,7 @@ import pytest
 import schemas
 from callscreen.admin import Admin
 from domain.times import format_ms
+from infra.clock import now_ms
 from tests.service import AccountKeys, RunningService
 from tests.test_alerts import NUMBER, Traffic
 from tests.topics import read_topic
@@ -164,8 +165,12 @@ async def drive(d: Driver) -> None:
     assert again["duplicate"] is True
     refused = {"type": "call.started", "call_id": "r1", "to": UNREGISTERED, "from": CALLER, "register": False}
     assert await d.post({**refused, "at": d.at(70)}, status=409) == {"error": "not_protected"}
-    # Left open, started long ago: the sweep appends a tick, which raises call.long_running.
-    await d.post({"type": "call.started", "call_id": "open1", "to": NUMBER, "from": CALLER, "at": d.at(80)})
+    # Left open past its ceiling: its platform reports it on time (a turn of now), so the sweep appends a
+    # tick as it passes 30 minutes, 3 s from now, which raises call.long_running (`domain.calls.tick_after`).
+    opened = now_ms() - 30 * 60_000 + 3_000
+    await d.post({"type": "call.started", "call_id": "open1", "to": NUMBER, "from": CALLER, "at": format_ms(opened)})
+    spoke = format_ms(opened + 29 * 60_000 + 57_000)
+    assert (await d.post({"type": "turn.started", "call_id": "open1", "role": "user", "at": spoke}))["flags"] == []
     t = d.traffic
     for i in range(6):
         answer = await t.start(RATE_CALLER, 10 + i)

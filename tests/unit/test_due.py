@@ -7,7 +7,7 @@ from processors.due import DueIndex
 
 def test_only_keys_due_by_now_and_at_their_current_time() -> None:
     index = DueIndex()
-    index.rebuild([("a", 100), ("b", 300)], frozenset({1}))
+    index.rebuild([("a", 100, 100), ("b", 300, 300)], frozenset({1}))
     index.set("c", 200)
     index.set("a", 250)  # a fold moved it
     index.set("b", None)  # a fold cleared it
@@ -26,3 +26,15 @@ def test_stale_entries_never_outgrow_the_rows() -> None:
         index.set("moving", 10**9 + due)
     assert len(index.heap) <= 4 * len(index.current) + 64
     assert index.due(2 * 10**9) == [("moving", 10**9 + 9_999)]
+
+
+def test_a_key_ticks_from_its_own_time_at_its_due_time() -> None:
+    index = DueIndex()
+    # "late" is due at 100 in event time; its platform reports it 500 behind its own clock.
+    index.rebuild([("late", 100, 600), ("b", 200, 200)], frozenset())
+    assert index.due(599) == [("b", 200)]
+    assert sorted(index.due(600)) == [("b", 200), ("late", 100)]
+    # A later report moves when it may tick, not the time it ticks at.
+    index.set("late", 100, 900)
+    assert index.due(800) == [("b", 200)]
+    assert sorted(index.due(900)) == [("b", 200), ("late", 100)]
