@@ -48,7 +48,7 @@ def register(w: Parts) -> None:
         if due_calls.built_for != assignment:
             # The table holds the partitions this worker holds; each row is one open call's due time.
             due_calls.rebuild(
-                ((key, due, tick_after(w, key, due)) for key, due in w.tables.due_times("sweeps")), assignment
+                ((key, due, stored_tick_after(w, key, due)) for key, due in w.tables.due_times("sweeps")), assignment
             )
         for gone in ticked.keys() - due_calls.current.keys():
             del ticked[gone]
@@ -123,7 +123,7 @@ def write_state(
             w.tables.put("sweeps", key, due)
 
 
-def tick_after(w: Parts, key: str, due: int) -> int:
+def stored_tick_after(w: Parts, key: str, due: int) -> int:
     """`calls.tick_after` for a row of the sweeps table, from its call's row (a timer's read)."""
     call = w.tables.get("calls", key, Stored)
     return calls.tick_after(call, due) if isinstance(call, CallState) else due
