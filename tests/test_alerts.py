@@ -29,32 +29,26 @@ class Traffic:
         self.base = now_ms() - 5 * 3_600_000
         self.seq = 0
 
+    def at(self, minute: float) -> str:
+        return format_ms(self.base + int(minute * MIN))
+
+    async def post(self, body: dict[str, Any]) -> Any:
+        """Post one event; it must be answered 200."""
+        async with self.http.post(f"{self.base_url}/v1/events", json=body, headers=self.account.headers) as r:
+            assert r.status == 200, await r.text()
+            return await r.json()
+
     async def start(self, caller: str, minute: float, **fields: Any) -> Any:
         self.seq += 1
-        body = {
-            "type": "call.started",
-            "call_id": f"t{self.seq}",
-            "to": NUMBER,
-            "from": caller,
-            "at": format_ms(self.base + int(minute * MIN)),
-            **fields,
-        }
-        async with self.http.post(f"{self.base_url}/v1/events", json=body, headers=self.account.headers) as r:
-            assert r.status == 200, await r.text()
-            return await r.json()
+        body = {"type": "call.started", "call_id": f"t{self.seq}", "to": NUMBER, "from": caller, "at": self.at(minute)}
+        return await self.post({**body, **fields})
 
     async def end(self, call_id: str, minute: float, **fields: Any) -> Any:
-        body = {"type": "call.ended", "call_id": call_id, "at": format_ms(self.base + int(minute * MIN)), **fields}
-        async with self.http.post(f"{self.base_url}/v1/events", json=body, headers=self.account.headers) as r:
-            assert r.status == 200, await r.text()
-            return await r.json()
+        return await self.post({"type": "call.ended", "call_id": call_id, "at": self.at(minute), **fields})
 
     async def turn(self, call_id: str, minute: float, **fields: Any) -> Any:
-        at = format_ms(self.base + int(minute * MIN))
-        body = {"type": "turn.started", "call_id": call_id, "role": "user", "at": at, **fields}
-        async with self.http.post(f"{self.base_url}/v1/events", json=body, headers=self.account.headers) as r:
-            assert r.status == 200, await r.text()
-            return await r.json()
+        body = {"type": "turn.started", "call_id": call_id, "role": "user", "at": self.at(minute)}
+        return await self.post({**body, **fields})
 
     async def alerts(self, kind: str | None = None) -> list[dict[str, Any]]:
         url = f"{self.base_url}/v1/alerts?limit=200" + (f"&type={kind}" if kind else "")
