@@ -100,6 +100,9 @@ class NumberWindow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     seen: tuple[str, ...] = ()
     # Ids of the latest facts that raised or placed something, whose echoes are kept.
     echoes: tuple[str, ...] = ()
+    # How late (receipt time minus `at`) the number's latest call was reported: its sweep waits as long
+    # (`tick_after`).
+    reported_late_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,7 @@ class _Working:
         self.forwards = dict(window.forwards)
         self.seen = list(window.seen)
         self.echoes = list(window.echoes)
+        self.reported_late_ms = window.reported_late_ms
 
     def freeze(self) -> NumberWindow:
         return NumberWindow(
@@ -161,6 +165,7 @@ class _Working:
             forwards=self.forwards,
             seen=tuple(self.seen),
             echoes=tuple(self.echoes),
+            reported_late_ms=self.reported_late_ms,
         )
 
 
@@ -182,6 +187,9 @@ def observe(
     raised_at = fact.at
     if isinstance(fact, CallDecided):
         found, quiet, raised_at = _decided(w, fact, rules), fact.quiet, fact.received_at
+        if not quiet:
+            # Imported history is not how the platform reports its calls.
+            w.reported_late_ms = max(0, fact.received_at - fact.at)
     elif isinstance(fact, CallSettled):
         found, quiet, raised_at = _settled(w, fact, rules), fact.quiet, fact.received_at or fact.at
     elif isinstance(fact, NumberTick):
@@ -563,6 +571,15 @@ def sweep_due(window: NumberWindow, at: int) -> int | None:
     if window.spike is None:
         return None
     return at - at % HOUR_MS + HOUR_MS
+
+
+def tick_after(window: NumberWindow, due: int) -> int:
+    """When, by the edge's clock, a sweep may tick the number for the hour ending at `due` (event time).
+
+    As late as the platform reports the number's calls: a tick that went out when the clock passed the
+    hour's end counted the hour before its last calls arrived, and ended a spike those calls kept going.
+    """
+    return due + window.reported_late_ms
 
 
 def pattern_matches(pattern: PatternActive, caller: str, country: str, zip_code: str | None) -> bool:

@@ -48,7 +48,11 @@ def register(w: Parts) -> None:
         now = now_ms()
         assignment = frozenset(w.app.consumer.assignment())
         if due_numbers.built_for != assignment:
-            due_numbers.rebuild(((key, due, due) for key, due in w.tables.due_times("number_sweeps")), assignment)
+            # The table holds the partitions this worker holds; each row is one number's due time.
+            due_numbers.rebuild(
+                ((key, due, stored_tick_after(w, key, due)) for key, due in w.tables.due_times("number_sweeps")),
+                assignment,
+            )
         for gone in ticked.keys() - due_numbers.current.keys():
             del ticked[gone]
         for key, due in due_numbers.due(now):
@@ -56,9 +60,16 @@ def register(w: Parts) -> None:
                 continue
             ticked[key] = now
             account, number = key.split(":", 1)
-            # At the hour's end in event time: a number whose calls are backdated stays in their time.
+            # At the hour's end in event time, however late its calls are reported: a number whose calls
+            # are backdated stays in their time.
             tick = NumberTick(id=derived_event_id("tick", key, str(due)), account_id=account, number=number, at=due)
             await w.appender.append("decisions", key, tick)
+
+
+def stored_tick_after(w: Parts, key: str, due: int) -> int:
+    """`detectors.tick_after` for a row of the number sweeps table, from its number's window (a timer's read)."""
+    window = w.tables.get("number_windows", key, NumberWindow)
+    return detectors.tick_after(window, due) if window is not None else due
 
 
 async def observe(w: Parts, record: Any, pending: list[Any], replay: bool, due_numbers: DueIndex) -> None:
@@ -77,7 +88,7 @@ async def observe(w: Parts, record: Any, pending: list[Any], replay: bool, due_n
     for forgotten in observed.forgotten:
         w.tables.delete("number_windows", keys.echo(key, forgotten))
     due = detectors.sweep_due(observed.window, fact.at)
-    due_numbers.set(key, due)
+    due_numbers.set(key, due, None if due is None else detectors.tick_after(observed.window, due))
     if w.tables.get("number_sweeps", key, int) != due:
         if due is None:
             w.tables.delete("number_sweeps", key)

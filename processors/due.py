@@ -1,8 +1,8 @@
 """Due times by time: which keys of a sweep table are due, without scanning the table each tick.
 
 A heap of (when, key) mirrors the table's rows as the folds write them: `due` is the rule's time (event
-time, the tick's), `when` the edge's time from which the tick may go out (`domain.calls.tick_after`; the
-due time itself for a number). A popped entry whose times have since changed is stale and dropped. The
+time, the tick's), `when` the edge's time from which the tick may go out (`domain.calls.tick_after`,
+`domain.detectors.tick_after`). A popped entry whose times have since changed is stale and dropped. The
 heap is rebuilt from the table (one scan) whenever the worker's assignment changes, since a rebalance or
 a changelog recovery changes rows behind the folds.
 """

@@ -141,7 +141,7 @@ class Harness:
                 tick_id = derived_event_id("tick", key, str(due))
                 self.fold(Tick(id=tick_id, account_id=account, call_id=call_id, at=due))
         for number_key, due in list(self.number_due.items()):
-            if due <= now:
+            if detectors.tick_after(self.windows[number_key], due) <= now:
                 account, number = number_key.split(":", 1)
                 tick = NumberTick(
                     id=derived_event_id("tick", number_key, str(due)), account_id=account, number=number, at=due

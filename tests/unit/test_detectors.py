@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from domain.alerts import Alert
-from domain.detectors import NumberWindow, observe, pattern_matches
+from domain.detectors import NumberWindow, observe, pattern_matches, tick_after
 from domain.facts import (
     BlockPlaced,
     CallDecided,
@@ -57,7 +57,7 @@ def decided(caller: str, minute: float, **fields: Any) -> CallDecided:
         provider_call_id=None,
         quiet=fields.pop("quiet", False),
         number_created=False,
-        received_at=at,
+        received_at=at + fields.pop("late_ms", 0),
         answer=ANSWER,
     )
 
@@ -285,3 +285,17 @@ def test_pattern_matching() -> None:
     assert pattern_matches(pattern("prefix_cluster", "13125551"), "+13125551999", "US", None)
     assert pattern_matches(pattern("country_burst", "FR"), "+33612345678", "FR", None)
     assert not pattern_matches(pattern("geo_cluster", "73301"), "+15125550000", "US", None)
+
+
+def test_a_number_is_ticked_as_late_as_its_latest_call_was_reported() -> None:
+    window = Window()
+    window.run([decided("+12125550001", 0, late_ms=2 * MIN)])
+    assert tick_after(window.state, T0 + HOUR) == T0 + HOUR + 2 * MIN
+    # Imported history says nothing of how the platform reports its calls.
+    window.run([decided("+12125550002", 1, late_ms=3 * 24 * HOUR, quiet=True)])
+    assert tick_after(window.state, T0 + HOUR) == T0 + HOUR + 2 * MIN
+    window.run([decided("+12125550003", 2)])
+    assert tick_after(window.state, T0 + HOUR) == T0 + HOUR
+    # Received before its own time (the platform's clock ahead): on time.
+    window.run([decided("+12125550004", 3, late_ms=-MIN)])
+    assert tick_after(window.state, T0 + HOUR) == T0 + HOUR
