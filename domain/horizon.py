@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain import index, keys
-from domain.index import Lookup
+from domain.index import Lookup, Scan
 from domain.rules import DAY_MS
 
 
@@ -32,18 +32,18 @@ def hot_space(space: str) -> str:
 def track(read: Lookup, space: str, account: str, partition: int, at: int) -> dict[str, Any]:
     """The writes that note `account` has `space` records on `at`'s day in `partition` (none when noted).
 
-    The marker alone decides: a marker whose entry a kill lost (`index.additions`) leaves that day in the
-    tables past the horizon, which changes no answer, where looking through the day's pages on every
-    record would cost a read per page of the day's accounts."""
+    The day's entry alone decides: one whose day a kill left out of the lists (`index.additions`) leaves
+    that day in the tables past the horizon, which changes no answer, where checking the lists on every
+    record would cost two reads more."""
     day = at - at % DAY_MS
     name = keys.account_day(account, day)
     hot = hot_space(space)
-    if read(keys.index_member(hot, "", partition, name)) is not None:
+    if read(keys.index_entry(hot, "", partition, day, name)) is not None:
         return {}
     return index.additions(read, hot, "", partition, index.DayEntry(day, name))
 
 
-def evict(read: Lookup, space: str, partition: int, at: int, hot_days: int) -> Eviction | None:
+def evict(read: Lookup, scan: Scan, space: str, partition: int, at: int, hot_days: int) -> Eviction | None:
     """One account's day of `space` records in `partition` that is past the horizon at `at`, if any."""
     cut = at - at % DAY_MS - hot_days * DAY_MS
     hot = hot_space(space)
@@ -51,9 +51,9 @@ def evict(read: Lookup, space: str, partition: int, at: int, hot_days: int) -> E
     if not days or days[0] >= cut:
         return None
     # A day entry's hour is its day's start.
-    raw, writes = index.pop_newest(read, hot, "", partition, days[0])
+    raw, writes = index.pop_last(read, scan, hot, "", partition, days[0])
     if raw is None:
         return Eviction("", [], writes)
     account, day = keys.split_account_day(str(raw[1]))
-    entries, dropped = index.drop_day(read, space, account, partition, day)
+    entries, dropped = index.drop_day(read, scan, space, account, partition, day)
     return Eviction(account, [str(entry[1]) for entry in entries], {**writes, **dropped})

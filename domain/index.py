@@ -1,10 +1,11 @@
 """Listing indexes: per account and partition, entries bucketed by hour, read newest first.
 
-Keys carry the partition so every key lives in exactly one partition's store. A call's entry holds
-what the listing filters on (number, caller, action, source), so a page reads only the calls it shows.
-An hour's entries sit in pages of `PAGE` under keys of their own, so adding one writes a page, a count
-and a marker, never a value that grows with the traffic. A day leaves the index with its records at the
-hot-table horizon (`domain.horizon`), which bounds the list of days.
+Keys carry the partition so every key lives in exactly one partition's store. Each entry is a key of
+its own under its hour (`keys.index_entry`), holding what the listing filters on (number, caller,
+action, source), so adding one writes that key and nothing that grows with the traffic, and a page of
+the listing reads only the hours it shows, each as one range of keys. A list of the hours each day has
+and of the days say where the ranges are. A day leaves the index with its records at the hot-table
+horizon (`domain.horizon`), which bounds the list of days.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from domain import keys
 from domain.rules import DAY_MS, HOUR_MS
 
 BUCKET_MS = HOUR_MS
-PAGE = 64
 Lookup = Callable[[str], Any]
+# Every (key, value) with low <= key < high, in key order.
+Scan = Callable[[str, str], Iterator[tuple[str, Any]]]
 
 
 class CallEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -59,36 +61,17 @@ def entry_id(entry: Entry) -> str:
 
 
 def additions(read: Lookup, space: str, account: str, partition: int, entry: Entry) -> dict[str, Any]:
-    """The index keys to write for `entry`: none when it is already in.
+    """The index keys to write for `entry`: none when it is in.
 
     After a kill, each key comes back from the changelog or from the worker's own store, whichever is
-    newer, so an hour's keys can disagree: a marker without its entry, a count behind its pages. The pages
-    are the truth: an entry is looked for in them, and the count is raised to cover every page that exists.
+    newer, so an entry can come back without its hour or its day in the lists: every addition checks
+    them again.
     """
-    item = entry_id(entry)
     hour = entry.at - entry.at % BUCKET_MS
-    member = keys.index_member(space, account, partition, item)
-    marked = read(member) is not None
-    count_key = keys.index_count(space, account, partition, hour)
-    count: int = read(count_key) or 0
-    # Unmarked, the entry can only be on the newest page (a flush that lost its marker record), which is
-    # the one holding the count's last entry or one after it.
-    first = 0 if marked else max(0, (count - 1) // PAGE)
-    pages = dict(_pages(read, space, account, partition, hour, count, first))
-    last = max(pages, default=first)
     writes: dict[str, Any] = {}
-    if any(raw[1] == item for entries in pages.values() for raw in entries):
-        covered = last * PAGE + len(pages.get(last, []))
-    else:
-        page = pages.get(last, [])
-        last, page = (last, page) if len(page) < PAGE else (last + 1, [])
-        page = [*page, msgspec.to_builtins(entry)]
-        writes[keys.index_page(space, account, partition, hour, last)] = page
-        covered = last * PAGE + len(page)
-    if covered > count:
-        writes[count_key] = covered
-    if not marked:
-        writes[member] = hour
+    key = keys.index_entry(space, account, partition, hour, entry_id(entry))
+    if read(key) is None:
+        writes[key] = msgspec.to_builtins(entry)
     day = hour - hour % DAY_MS
     hours_key = keys.index_hours(space, account, partition, day)
     hours: list[int] = read(hours_key) or []
@@ -101,39 +84,36 @@ def additions(read: Lookup, space: str, account: str, partition: int, entry: Ent
     return writes
 
 
-def pop_newest(read: Lookup, space: str, account: str, partition: int, hour: int) -> tuple[Any, dict[str, Any]]:
-    """An hour's newest raw entry (None when it has none) and the writes that take it out, and the hour
-    with it once empty (None deletes a key)."""
-    count_key = keys.index_count(space, account, partition, hour)
-    pages = [
-        (number, page) for number, page in _pages(read, space, account, partition, hour, read(count_key) or 0) if page
-    ]
-    if not pages:
-        return None, {count_key: None, **_without_hour(read, space, account, partition, hour)}
-    number, page = pages[-1]
-    raw, rest = page[-1], page[:-1]
-    writes: dict[str, Any] = {
-        keys.index_page(space, account, partition, hour, number): rest or None,
-        keys.index_member(space, account, partition, str(raw[1])): None,
-        count_key: number * PAGE + len(rest) or None,
-    }
-    if len(pages) == 1 and not rest:
+def hour_range(space: str, account: str, partition: int, hour: int, hours: int = 1) -> tuple[str, str]:
+    """The keys of the entries of `hours` hours from `hour`, as a (low, high) range."""
+    low = keys.index_hour(space, account, partition, hour)
+    return low, keys.index_hour(space, account, partition, hour + hours * BUCKET_MS)
+
+
+def pop_last(
+    read: Lookup, scan: Scan, space: str, account: str, partition: int, hour: int
+) -> tuple[Any, dict[str, Any]]:
+    """An hour's last raw entry in key order (None when it has none) and the writes that take it out, and
+    the hour with it once empty (None deletes a key)."""
+    entries = list(scan(*hour_range(space, account, partition, hour)))
+    if not entries:
+        return None, _without_hour(read, space, account, partition, hour)
+    key, raw = entries[-1]
+    writes: dict[str, Any] = {key: None}
+    if len(entries) == 1:
         writes.update(_without_hour(read, space, account, partition, hour))
     return raw, writes
 
 
-def drop_day(read: Lookup, space: str, account: str, partition: int, day: int) -> tuple[list[Any], dict[str, Any]]:
+def drop_day(
+    read: Lookup, scan: Scan, space: str, account: str, partition: int, day: int
+) -> tuple[list[Any], dict[str, Any]]:
     """An account's raw entries of one day and the writes that take the day out of its index (None deletes)."""
     entries: list[Any] = []
     writes: dict[str, Any] = {}
-    for hour in read(keys.index_hours(space, account, partition, day)) or []:
-        count_key = keys.index_count(space, account, partition, hour)
-        for number, page in _pages(read, space, account, partition, hour, read(count_key) or 0):
-            entries += page
-            writes[keys.index_page(space, account, partition, hour, number)] = None
-        writes[count_key] = None
-    for raw in entries:
-        writes[keys.index_member(space, account, partition, str(raw[1]))] = None
+    for key, raw in scan(*hour_range(space, account, partition, day, DAY_MS // BUCKET_MS)):
+        entries.append(raw)
+        writes[key] = None
     writes[keys.index_hours(space, account, partition, day)] = None
     writes.update(_without_day(read, space, account, partition, day))
     return entries, writes
@@ -156,26 +136,11 @@ def _without_day(read: Lookup, space: str, account: str, partition: int, day: in
     return {days_key: [d for d in days if d != day] or None}
 
 
-def _pages(
-    read: Lookup, space: str, account: str, partition: int, hour: int, count: int, first: int = 0
-) -> Iterator[tuple[int, list[Any]]]:
-    """An hour's pages from `first`: every page its count covers, then any written after the count was."""
-    number = first
-    while True:
-        page = read(keys.index_page(space, account, partition, hour, number))
-        if page is None and number * PAGE >= count:
-            return
-        yield number, page or []
-        number += 1
-
-
-def newest_first(read: Lookup, space: str, account: str, partition: int) -> Iterator[tuple[int, list[Any]]]:
+def newest_first(read: Lookup, scan: Scan, space: str, account: str, partition: int) -> Iterator[tuple[int, list[Any]]]:
     """Each hour's start and raw entries, the newest hour first."""
     for day in reversed(read(keys.index_days(space, account, partition)) or []):
         for hour in reversed(read(keys.index_hours(space, account, partition, day)) or []):
-            count = read(keys.index_count(space, account, partition, hour)) or 0
-            pages = _pages(read, space, account, partition, hour, count)
-            yield hour, [raw for _, entries in pages for raw in entries]
+            yield hour, [raw for _, raw in scan(*hour_range(space, account, partition, hour))]
 
 
 @dataclass(frozen=True)

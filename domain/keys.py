@@ -37,19 +37,15 @@ def index_hours(space: str, account: str, partition: int, day: int) -> str:
     return f"idxh|{space}|{account}|{partition}|{day}"
 
 
-def index_count(space: str, account: str, partition: int, hour: int) -> str:
-    """How many entries one hour holds."""
-    return f"idxn|{space}|{account}|{partition}|{hour}"
+def index_hour(space: str, account: str, partition: int, hour: int) -> str:
+    """Where one hour's entries start; each entry's key is this and its item's id. The hour is written in
+    13 digits so that keys sort as their hours do (`domain.index`, range reads)."""
+    return f"idxe|{space}|{account}|{partition}|{hour:013d}|"
 
 
-def index_page(space: str, account: str, partition: int, hour: int, page: int) -> str:
-    """One page of an hour's entries, in arrival order."""
-    return f"idx|{space}|{account}|{partition}|{hour}|{page}"
-
-
-def index_member(space: str, account: str, partition: int, item_id: str) -> str:
-    """Marks an item as indexed, so a refold adds it once."""
-    return f"idxm|{space}|{account}|{partition}|{item_id}"
+def index_entry(space: str, account: str, partition: int, hour: int, item_id: str) -> str:
+    """One entry of an hour, under its item's id: a refold writes the same key again."""
+    return index_hour(space, account, partition, hour) + item_id
 
 
 def account_day(account: str, day: int) -> str:

@@ -16,7 +16,7 @@ from domain.alerts import Alert
 from domain.calls import Alias, CallState, call_reasons, signals
 from domain.events import CallerInfo, CallStarted, NumberInfo
 from domain.features import FeatureView, context
-from domain.index import AlertEntry, CallEntry, CallFilter, decode_cursor, newest_first, sort_key
+from domain.index import AlertEntry, CallEntry, CallFilter, Scan, decode_cursor, newest_first, sort_key
 from domain.rules import DAY_MS, HOUR_MS, Rules
 from domain.scoring import score_start
 from domain.times import format_ms
@@ -92,13 +92,22 @@ class Reads:
     """Where answers come from: the partition's tables (by key) and the worker's feature view."""
 
     def __init__(
-        self, view: FeatureView, call_of: Lookup, call_index_of: Lookup, alert_of: Lookup, alert_index_of: Lookup
+        self,
+        view: FeatureView,
+        call_of: Lookup,
+        call_index_of: Lookup,
+        call_index_scan: Scan,
+        alert_of: Lookup,
+        alert_index_of: Lookup,
+        alert_index_scan: Scan,
     ) -> None:
         self.view = view
         self.call_of = call_of
         self.call_index_of = call_index_of
+        self.call_index_scan = call_index_scan
         self.alert_of = alert_of
         self.alert_index_of = alert_index_of
+        self.alert_index_scan = alert_index_scan
 
 
 def answer(question: AnyQuestion, partition: int, reads: Reads, rules: Rules) -> tuple[int, Any]:
@@ -170,7 +179,9 @@ def list_calls(question: CallsList, partition: int, reads: Reads) -> dict[str, A
         after=decode_cursor(question.cursor) if question.cursor else None,
     )
     found: list[CallEntry] = []
-    for bucket, raw in newest_first(reads.call_index_of, "calls", question.account_id, partition):
+    for bucket, raw in newest_first(
+        reads.call_index_of, reads.call_index_scan, "calls", question.account_id, partition
+    ):
         if wanted.until is not None and bucket >= wanted.until:
             continue
         if wanted.since is not None and bucket + HOUR_MS <= wanted.since:
@@ -205,7 +216,9 @@ def list_alerts(question: AlertsList, partition: int, reads: Reads) -> dict[str,
     after = decode_cursor(question.cursor) if question.cursor else None
     since, kind, limit = question.since, question.type, question.limit
     found: list[AlertEntry] = []
-    for bucket, raw in newest_first(reads.alert_index_of, "alerts", question.account_id, partition):
+    for bucket, raw in newest_first(
+        reads.alert_index_of, reads.alert_index_scan, "alerts", question.account_id, partition
+    ):
         if since is not None and bucket + HOUR_MS <= since:
             break
         for entry in msgspec.convert(raw, list[AlertEntry]):

@@ -79,6 +79,16 @@ class Tables:
         """A lookup by key, for the pure code that reads a table (`domain.queries`, `domain.index`)."""
         return lambda key: self.get(name, key, kind)
 
+    def scanner(self, name: str) -> index.Scan:
+        """A range read of the current event's partition, for the pure code that reads an index (`domain.index`)."""
+        table = self.all[name]
+
+        def scan(low: str, high: str) -> Iterator[tuple[str, Any]]:
+            for raw_key, raw in table.scan(low.encode(), high.encode()):
+                yield raw_key.decode(), msgspec.json.decode(raw)
+
+        return scan
+
     def write(self, name: str, writes: dict[str, Any]) -> None:
         """Each key's new value; None deletes it."""
         for key, value in writes.items():
@@ -93,7 +103,7 @@ class Tables:
 
     def evict(self, name: str, space: str, partition: int, at: int, hot_days: int) -> horizon.Eviction | None:
         """Takes one account's day past the horizon out of the index in `name`; the caller deletes the rows."""
-        eviction = horizon.evict(self.reader(name), space, partition, at, hot_days)
+        eviction = horizon.evict(self.reader(name), self.scanner(name), space, partition, at, hot_days)
         if eviction is not None:
             self.write(name, eviction.writes)
         return eviction

@@ -24,8 +24,8 @@ a flush of a thousand keys took seconds while folded events (and their memory) p
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Any, cast
 
 import faust
 import msgspec
@@ -92,6 +92,26 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
             self._rows.drop(slot)
         self._dirty[(partition, key)] = raw
         self._pending_put = False
+
+    def scan(self, low: bytes, high: bytes) -> list[tuple[bytes, bytes]]:
+        """The rows of the current event's partition with low <= key < high, in key order, those written
+        since the last flush included."""
+        event = current_event()
+        assert event is not None, "a table is scanned only while folding an event"
+        partition = event.message.partition
+        found: dict[bytes, bytes | None] = {}
+        # The databases are opened in raw mode: their keys and values are bytes.
+        stored = cast(Iterator[tuple[bytes, bytes]], self._partition_db(partition).items(from_key=low))
+        for key, value in stored:
+            if key >= high:
+                break
+            found[key] = value
+        # What was written since the last flush, deletions included, is not in RocksDB yet (`put_pending`
+        # would write every row again, the scan's range or not).
+        for (written_in, key), written in self._dirty.items():
+            if written_in == partition and low <= key < high:
+                found[key] = written
+        return sorted((key, raw) for key, raw in found.items() if raw is not None)
 
     def _stored(self, partition: int, key: bytes) -> bytes | None:
         if (partition, key) in self._dirty:

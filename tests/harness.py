@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,7 +110,8 @@ class Harness:
 
     def reads(self) -> queries.Reads:
         """What a worker's read agent reads, here."""
-        return queries.Reads(self.view, self.calls.get, self.tables.get, self.tables.get, self.tables.get)
+        scan = scan_of(self.tables)
+        return queries.Reads(self.view, self.calls.get, self.tables.get, scan, self.tables.get, self.tables.get, scan)
 
     def record(self, facts: list[Fact], alerts: list[Alert]) -> None:
         """Facts reach the view and the detectors in the order they were appended, consequences after."""
@@ -147,6 +148,16 @@ class Harness:
                     id=derived_event_id("tick", number_key, str(due)), account_id=account, number=number, at=due
                 )
                 self.record([tick], [])
+
+
+def scan_of(table: dict[str, Any]) -> index.Scan:
+    """A range read of a table kept in a dict, as a worker's RocksDB answers it: keys in order."""
+
+    def scan(low: str, high: str) -> Iterator[tuple[str, Any]]:
+        for key in sorted(key for key in table if low <= key < high):
+            yield key, table[key]
+
+    return scan
 
 
 @dataclass

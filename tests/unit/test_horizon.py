@@ -9,6 +9,7 @@ import pytest
 from domain import horizon, index, keys
 from domain.index import AlertEntry, CallEntry
 from domain.rules import DAY_MS, HOUR_MS
+from tests.harness import scan_of
 
 HOT_DAYS = 30
 PARTITION = 2
@@ -30,7 +31,7 @@ class Worker:
         return self.tick(at if fold_at is None else fold_at)
 
     def tick(self, at: int) -> horizon.Eviction | None:
-        eviction = horizon.evict(self.index.get, self.space, PARTITION, at, HOT_DAYS)
+        eviction = horizon.evict(self.index.get, scan_of(self.index), self.space, PARTITION, at, HOT_DAYS)
         if eviction is not None:
             self.write(eviction.writes)
             for item in eviction.items:
@@ -46,7 +47,9 @@ class Worker:
 
     def listed(self, account: str) -> list[str]:
         return [
-            e[1] for _, entries in index.newest_first(self.index.get, self.space, account, PARTITION) for e in entries
+            e[1]
+            for _, entries in index.newest_first(self.index.get, scan_of(self.index), self.space, account, PARTITION)
+            for e in entries
         ]
 
 

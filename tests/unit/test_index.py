@@ -1,15 +1,13 @@
-"""The listing index: hours in pages of their own keys, so no value grows with the traffic."""
+"""The listing index: an entry is a key of its own under its hour, so no value grows with the traffic."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from domain import index
 from domain.index import CallEntry
 from domain.rules import DAY_MS
-from domain.store import MemoryStore
+from tests.harness import scan_of
 
 HOUR = index.BUCKET_MS
 
@@ -20,27 +18,28 @@ def apply(store: dict[str, Any], entry: CallEntry) -> dict[str, Any]:
     return writes
 
 
-def listed(store: dict[str, Any]) -> list[tuple[int, list[str]]]:
-    return [(hour, [e[1] for e in entries]) for hour, entries in index.newest_first(store.get, "calls", "acct", 3)]
+def listed(store: dict[str, Any], account: str = "acct", partition: int = 3) -> list[tuple[int, list[str]]]:
+    return [
+        (hour, [e[1] for e in entries])
+        for hour, entries in index.newest_first(store.get, scan_of(store), "calls", account, partition)
+    ]
 
 
-def test_first_entry_writes_its_page_count_marker_and_the_day_and_hour_lists() -> None:
+def test_first_entry_writes_its_key_and_the_day_and_hour_lists() -> None:
     store: dict[str, Any] = {}
     writes = apply(store, CallEntry(5 * HOUR + 10, "c1", "+1", "+2", "allow", "api"))
     assert writes == {
-        "idx|calls|acct|3|18000000|0": [[5 * HOUR + 10, "c1", "+1", "+2", "allow", "api"]],
-        "idxn|calls|acct|3|18000000": 1,
-        "idxm|calls|acct|3|c1": 5 * HOUR,
+        "idxe|calls|acct|3|0000018000000|c1": [5 * HOUR + 10, "c1", "+1", "+2", "allow", "api"],
         "idxh|calls|acct|3|0": [5 * HOUR],
         "idxd|calls|acct|3": [0],
     }
 
 
-def test_second_entry_in_the_same_hour_writes_its_page_count_and_marker_only() -> None:
+def test_second_entry_in_the_same_hour_writes_its_key_only() -> None:
     store: dict[str, Any] = {}
     apply(store, CallEntry(5 * HOUR + 10, "c1", "+1", "+2", "allow"))
     writes = apply(store, CallEntry(5 * HOUR + 20, "c2", "+1", "+3", "review"))
-    assert set(writes) == {"idx|calls|acct|3|18000000|0", "idxm|calls|acct|3|c2", "idxn|calls|acct|3|18000000"}
+    assert writes == {"idxe|calls|acct|3|0000018000000|c2": [5 * HOUR + 20, "c2", "+1", "+3", "review", "api"]}
     assert listed(store) == [(5 * HOUR, ["c1", "c2"])]
 
 
@@ -50,46 +49,18 @@ def test_an_entry_already_indexed_writes_nothing() -> None:
     assert apply(store, CallEntry(5 * HOUR + 10, "c1", "+1", "+2", "allow")) == {}
 
 
-def test_a_marker_whose_page_was_recovered_without_its_entry_gets_the_entry_again() -> None:
-    """A fold killed before its changelog flush, then folded again on a table whose page came back older."""
+def test_an_entry_recovered_without_its_hour_gets_the_hour_back() -> None:
+    """A fold killed between a changelog flush's records, then folded again: the hour list came back older
+    than the entry after it."""
     store: dict[str, Any] = {}
     apply(store, CallEntry(5 * HOUR + 10, "c1", "+1", "+2", "allow"))
-    older = {key: value for key, value in store.items() if key != "idxm|calls|acct|3|c2"}
-    apply(store, CallEntry(5 * HOUR + 20, "c2", "+1", "+3", "review"))
-    recovered = {**older, "idxm|calls|acct|3|c2": store["idxm|calls|acct|3|c2"]}
-    apply(recovered, CallEntry(5 * HOUR + 20, "c2", "+1", "+3", "review"))
-    assert listed(recovered) == [(5 * HOUR, ["c1", "c2"])]
-    assert apply(recovered, CallEntry(5 * HOUR + 20, "c2", "+1", "+3", "review")) == {}
-
-
-def test_a_count_recovered_behind_its_pages_hides_nothing_and_duplicates_nothing() -> None:
-    """A kill between a changelog flush's records: the count came back older than the page after it."""
-    store: dict[str, Any] = {}
-    ids = [f"c{i}" for i in range(index.PAGE + 1)]
-    for i, call_id in enumerate(ids):
-        apply(store, entry(i, call_id))
-    store["idxn|calls|acct|3|18000000"] = index.PAGE
-    assert listed(store) == [(5 * HOUR, ids)]
-    assert apply(store, entry(index.PAGE, ids[-1])) == {"idxn|calls|acct|3|18000000": index.PAGE + 1}
-    apply(store, entry(index.PAGE + 1, "next"))
-    assert listed(store) == [(5 * HOUR, [*ids, "next"])]
-
-
-@pytest.mark.parametrize("calls", [2, index.PAGE, index.PAGE + 1])
-@pytest.mark.parametrize("count_lost", [False, True])
-def test_an_entry_on_its_page_without_its_marker_is_not_added_twice(calls: int, count_lost: bool) -> None:
-    """The page's record reached the changelog, the marker's (and the count's) did not, and another
-    worker took over."""
-    store: dict[str, Any] = {}
-    ids = [f"c{i}" for i in range(calls)]
-    for i, call_id in enumerate(ids):
-        apply(store, entry(i, call_id))
-    del store[f"idxm|calls|acct|3|{ids[-1]}"]
-    lost = {"idxn|calls|acct|3|18000000": calls} if count_lost else {}
-    if count_lost:
-        store["idxn|calls|acct|3|18000000"] = calls - 1
-    assert apply(store, entry(calls - 1, ids[-1])) == {f"idxm|calls|acct|3|{ids[-1]}": 5 * HOUR, **lost}
-    assert listed(store) == [(5 * HOUR, ids)]
+    apply(store, CallEntry(6 * HOUR + 10, "c2", "+1", "+3", "review"))
+    store["idxh|calls|acct|3|0"] = [5 * HOUR]
+    assert listed(store) == [(5 * HOUR, ["c1"])]
+    assert apply(store, CallEntry(6 * HOUR + 10, "c2", "+1", "+3", "review")) == {
+        "idxh|calls|acct|3|0": [5 * HOUR, 6 * HOUR]
+    }
+    assert listed(store) == [(6 * HOUR, ["c2"]), (5 * HOUR, ["c1"])]
 
 
 def test_a_day_list_recovered_without_its_day_gets_it_back() -> None:
@@ -107,14 +78,27 @@ def test_hours_come_newest_first_whatever_order_they_arrived_in() -> None:
     assert listed(store) == [(DAY_MS + 7 * HOUR, ["late", "late2"]), (2 * HOUR, ["early"])]
 
 
-def test_a_busy_hour_fills_pages_and_no_value_outgrows_one_page() -> None:
-    store = MemoryStore()
+def test_an_hour_lists_its_own_entries_only() -> None:
+    """Neighbouring hours, accounts and partitions, whose keys sort next to the hour's."""
+    store: dict[str, Any] = {}
+    apply(store, CallEntry(2 * HOUR, "two", "+1", "+2", "allow"))
+    apply(store, CallEntry(10 * HOUR, "ten", "+1", "+2", "allow"))
+    apply(store, CallEntry(3 * HOUR - 1, "two-last", "+1", "+2", "allow"))
+    store.update(index.additions(store.get, "calls", "acct2", 3, CallEntry(2 * HOUR, "other", "+1", "+2", "allow")))
+    store.update(index.additions(store.get, "calls", "acct", 30, CallEntry(2 * HOUR, "far", "+1", "+2", "allow")))
+    assert listed(store) == [(10 * HOUR, ["ten"]), (2 * HOUR, ["two", "two-last"])]
+    assert listed(store, "acct2") == [(2 * HOUR, ["other"])]
+    assert listed(store, partition=30) == [(2 * HOUR, ["far"])]
+
+
+def test_a_busy_hour_writes_one_key_an_entry_and_no_value_grows() -> None:
+    store: dict[str, Any] = {}
     ids = [f"call-{i:05d}-{'x' * 200}" for i in range(1000)]
     for i, call_id in enumerate(ids):
-        for key, value in index.additions(store.get, "calls", "a", 0, entry(i, call_id)).items():
-            store.put(key, value)
-    assert max(len(v) for v in store.data.values()) < index.PAGE * 400
-    assert [e[1] for _, entries in index.newest_first(store.get, "calls", "a", 0) for e in entries] == ids
+        writes = apply(store, entry(i, call_id))
+        assert len(writes) == (3 if i == 0 else 1)
+    assert max(len(str(v)) for v in store.values()) < 400
+    assert [call_id for _, call_ids in listed(store) for call_id in call_ids] == ids
 
 
 def entry(i: int, call_id: str) -> CallEntry:
