@@ -51,7 +51,7 @@ def evict(read: Lookup, scan: Scan, space: str, partition: int, at: int, hot_day
     if not days or days[0] >= cut:
         return None
     # A day entry's hour is its day's start.
-    raw, writes = index.pop_last(read, scan, hot, "", partition, days[0])
+    raw, writes = index.pop_first(read, scan, hot, "", partition, days[0])
     if raw is None:
         return Eviction("", [], writes)
     account, day = keys.split_account_day(str(raw[1]))

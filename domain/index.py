@@ -90,17 +90,18 @@ def hour_range(space: str, account: str, partition: int, hour: int, hours: int =
     return low, keys.index_hour(space, account, partition, hour + hours * BUCKET_MS)
 
 
-def pop_last(
+def pop_first(
     read: Lookup, scan: Scan, space: str, account: str, partition: int, hour: int
 ) -> tuple[Any, dict[str, Any]]:
-    """An hour's last raw entry in key order (None when it has none) and the writes that take it out, and
-    the hour with it once empty (None deletes a key)."""
-    entries = list(scan(*hour_range(space, account, partition, hour)))
-    if not entries:
+    """An hour's first raw entry in key order (None when it has none) and the writes that take it out, and
+    the hour with it once empty (None deletes a key). Reads two entries at most, however many the hour has."""
+    entries = scan(*hour_range(space, account, partition, hour))
+    first = next(entries, None)
+    if first is None:
         return None, _without_hour(read, space, account, partition, hour)
-    key, raw = entries[-1]
+    key, raw = first
     writes: dict[str, Any] = {key: None}
-    if len(entries) == 1:
+    if next(entries, None) is None:
         writes.update(_without_hour(read, space, account, partition, hour))
     return raw, writes
 

@@ -93,25 +93,18 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
         self._dirty[(partition, key)] = raw
         self._pending_put = False
 
-    def scan(self, low: bytes, high: bytes) -> list[tuple[bytes, bytes]]:
+    def scan(self, low: bytes, high: bytes) -> Iterator[tuple[bytes, bytes]]:
         """The rows of the current event's partition with low <= key < high, in key order, those written
-        since the last flush included."""
+        since the last flush included; read from RocksDB as the caller goes (the first row costs one seek)."""
         event = current_event()
         assert event is not None, "a table is scanned only while folding an event"
         partition = event.message.partition
-        found: dict[bytes, bytes | None] = {}
+        # What was written since the last flush, deletions included, is not in RocksDB yet (`put_pending`
+        # would write every row again, the scan's range or not): laid over what RocksDB holds.
+        written = sorted((key, raw) for (p, key), raw in self._dirty.items() if p == partition and low <= key < high)
         # The databases are opened in raw mode: their keys and values are bytes.
         stored = cast(Iterator[tuple[bytes, bytes]], self._partition_db(partition).items(from_key=low))
-        for key, value in stored:
-            if key >= high:
-                break
-            found[key] = value
-        # What was written since the last flush, deletions included, is not in RocksDB yet (`put_pending`
-        # would write every row again, the scan's range or not).
-        for (written_in, key), written in self._dirty.items():
-            if written_in == partition and low <= key < high:
-                found[key] = written
-        return sorted((key, raw) for key, raw in found.items() if raw is not None)
+        return overlaid(stored, written, high)
 
     def _stored(self, partition: int, key: bytes) -> bytes | None:
         if (partition, key) in self._dirty:
@@ -185,3 +178,27 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
         """Faust's own bookkeeping: recovery reads a partition's changelog from the last offset stored here."""
         if not ack.cancelled() and ack.exception() is None:
             self.data.set_persisted_offset(ack.result().topic_partition, ack.result().offset)
+
+
+def overlaid(
+    stored: Iterator[tuple[bytes, bytes]], written: list[tuple[bytes, bytes | None]], high: bytes
+) -> Iterator[tuple[bytes, bytes]]:
+    """The `stored` rows below `high` with the `written` ones laid over them (None deletes), all in key order."""
+    pending = iter(written)
+    over = next(pending, None)
+    for key, value in stored:
+        if key >= high:
+            break
+        while over is not None and over[0] < key:
+            if over[1] is not None:
+                yield over[0], over[1]
+            over = next(pending, None)
+        row: bytes | None = value
+        if over is not None and over[0] == key:
+            row, over = over[1], next(pending, None)
+        if row is not None:
+            yield key, row
+    while over is not None:
+        if over[1] is not None:
+            yield over[0], over[1]
+        over = next(pending, None)

@@ -90,7 +90,7 @@ def test_each_fold_takes_out_at_most_one_accounts_day() -> None:
     for account in ("a", "b", "c"):
         worker.fold(account, f"{account}1", day(0))
     evicted = [worker.fold("d", f"d{n}", day(HOT_DAYS + 1, n)) for n in range(4)]
-    assert [(e.account, e.items) if e else None for e in evicted] == [("c", ["c1"]), ("b", ["b1"]), ("a", ["a1"]), None]
+    assert [(e.account, e.items) if e else None for e in evicted] == [("a", ["a1"]), ("b", ["b1"]), ("c", ["c1"]), None]
     assert set(worker.rows) == {"d:d0", "d:d1", "d:d2", "d:d3"}
 
 

@@ -1,0 +1,41 @@
+"""A table's range read: RocksDB's rows with those written since the last flush laid over them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from processors.write_behind import overlaid
+
+STORED = [(b"a", b"1"), (b"c", b"3"), (b"e", b"5"), (b"g", b"7")]
+
+
+def read(written: list[tuple[bytes, bytes | None]], high: bytes = b"z") -> list[tuple[bytes, bytes]]:
+    return list(overlaid(iter(STORED), written, high))
+
+
+def test_nothing_written_reads_what_is_stored_below_the_bound() -> None:
+    assert read([]) == STORED
+    assert read([], high=b"e") == [(b"a", b"1"), (b"c", b"3")]
+
+
+def test_written_rows_fall_in_key_order_and_replace_or_delete_stored_ones() -> None:
+    written: list[tuple[bytes, bytes | None]] = [(b"0", b"n"), (b"c", b"33"), (b"d", b"4"), (b"e", None), (b"h", b"8")]
+    assert read(written) == [(b"0", b"n"), (b"a", b"1"), (b"c", b"33"), (b"d", b"4"), (b"g", b"7"), (b"h", b"8")]
+
+
+def test_a_deletion_of_a_row_never_stored_yields_nothing() -> None:
+    assert read([(b"b", None), (b"x", None)]) == STORED
+
+
+def test_rows_are_read_only_as_far_as_the_caller_goes() -> None:
+    """The horizon takes an hour's first entry of thousands: the rest are never fetched."""
+    fetched: list[bytes] = []
+
+    def stored() -> Iterator[tuple[bytes, bytes]]:
+        for key, value in STORED:
+            fetched.append(key)
+            yield key, value
+
+    rows = overlaid(stored(), [], b"z")
+    assert next(rows) == (b"a", b"1")
+    assert fetched == [b"a"]
