@@ -136,8 +136,10 @@ class Harness:
     def sweep(self, now: int) -> None:
         """What the workers' sweeps append at `now`: a tick, at its due time, for every call and number that is due."""
         for key, state in list(self.calls.items()):
-            due = calls.sweep_due(state, self.rules) if isinstance(state, CallState) else None
-            if due is not None and isinstance(state, CallState) and calls.tick_after(state, due) <= now:
+            if not isinstance(state, CallState):
+                continue
+            due = calls.sweep_due(state, self.rules)
+            if due is not None and calls.tick_after(state, due) <= now:
                 account, call_id = keys.split_call(key)
                 tick_id = derived_event_id("tick", key, str(due))
                 self.fold(Tick(id=tick_id, account_id=account, call_id=call_id, at=due))
