@@ -33,6 +33,14 @@ log = logging.getLogger(__name__)
 BATCH_S = 0.02
 
 
+class _Identified(msgspec.Struct):
+    id: str
+
+
+# Reads a fact's id alone, skipping the rest of the record.
+_fact_id = msgspec.json.Decoder(_Identified)
+
+
 class FactMirror:
     def __init__(
         self, settings: Settings, view: FeatureView, generation: Generation, alone: Callable[[], bool]
@@ -47,6 +55,8 @@ class FactMirror:
         self.positions: dict[TopicPartition, int] = {}
         self.moved = asyncio.Condition()
         self.consumer: AIOKafkaConsumer | None = None
+        # Ids of the facts `own` applied and the consumer has not read back yet.
+        self._own_unread: set[str] = set()
         # End offsets come from a consumer that never fetches: a broker answers a connection's requests in
         # order, so asking the following consumer would wait out its long poll.
         self.offsets: AIOKafkaConsumer | None = None
@@ -104,15 +114,27 @@ class FactMirror:
         an uncommitted event's refold applies again.
         """
         self.view.apply(fact)
+        self._own_unread.add(fact.id)
 
     def apply(self, topic: str, raw: bytes) -> None:
         try:
             if topic == self.decisions:
+                if self._own_unread and self._read_back(raw):
+                    return
                 self.view.apply(decode_fact(raw))
             else:
                 self.view.apply_delivery(decode_delivery(raw))
         except msgspec.ValidationError:
             log.exception("skipped a record the view cannot read", extra={"topic": topic})
+
+    def _read_back(self, raw: bytes) -> bool:
+        """True for a fact `own` applied already: applied again it would change nothing (every apply is
+        idempotent by fact id), so only its id is decoded and the view is not read."""
+        fact_id = _fact_id.decode(raw).id
+        if fact_id not in self._own_unread:
+            return False
+        self._own_unread.discard(fact_id)
+        return True
 
     def _check(self) -> None:
         """Events may be folded once the view holds every fact the rebuild found and the log held at start."""
