@@ -71,10 +71,14 @@ class FeatureView:
         return sum(1 for t in times if since_ms < t <= until_ms)
 
     def history(self, caller: str) -> History:
+        return self.caller(caller)[0]
+
+    def caller(self, caller: str) -> tuple[History, int | None]:
+        """The caller's history and when it was first seen, from one read."""
         h = self.store.get(K.history(caller))
         if not h:
-            return History()
-        return History(
+            return History(), None
+        history = History(
             calls=h["calls"],
             good=h["good"],
             bad=h["bad"],
@@ -82,10 +86,7 @@ class FeatureView:
             last_settled=Last(**h["settled"]) if h.get("settled") else None,
             last_start=Last(**h["start"]) if h.get("start") else None,
         )
-
-    def first_seen(self, caller: str) -> int | None:
-        found = self.store.get(K.history(caller))
-        return None if not found else found.get("first")
+        return history, h.get("first")
 
     def network_accounts(self, caller: str) -> int:
         return len(self.store.get(K.accounts(caller)) or [])
@@ -134,7 +135,7 @@ class FeatureView:
         if isinstance(fact, CallSettled):
             return self._settled(fact)
         if isinstance(fact, CallRefused):
-            return self._once(K.refusal(fact.id), msgspec.to_builtins(fact))
+            return self._once(K.refusal(fact.id), fact)
         if isinstance(fact, BlockPlaced):
             return self._block(fact)
         if isinstance(fact, PatternActive):
@@ -213,7 +214,8 @@ class FeatureView:
 
     def _decided(self, fact: CallDecided) -> bool:
         account, call_id = fact.account_id, fact.call_id
-        if not self._once(K.decision(account, call_id), msgspec.to_builtins(fact)):
+        # The fact itself, not its builtins: the store encodes it to the same JSON, and only when it is new.
+        if not self._once(K.decision(account, call_id), fact):
             return False
         number, caller, at = fact.number, fact.caller, fact.at
         numbers = self.numbers(account)
@@ -280,6 +282,7 @@ def context(view: FeatureView, state: Stored | None, event: AnyEvent, rules: Rul
         return StartContext()
     number, caller, at = event.number, event.caller, event.at
     numbers = view.numbers(account)
+    history, first_seen = view.caller(caller)
     geo = event.attrs.get("geo")
     zip_code = geo.get("zip") if isinstance(geo, dict) else None
     patterns = frozenset(
@@ -295,9 +298,9 @@ def context(view: FeatureView, state: Stored | None, event: AnyEvent, rules: Rul
         number_known=number in numbers,
         scored_today=view.scored_on(account, day_start_ms(event.received_at or at)),
         caller_calls=view.caller_calls(account, number, caller, at - rules.scoring.rate_window_ms, at),
-        history=view.history(caller),
+        history=history,
         network_accounts=view.network_accounts(caller),
-        first_seen=view.first_seen(caller),
+        first_seen=first_seen,
         patterns=patterns,
         block=view.block(account, number, caller, at),
     )
