@@ -26,7 +26,7 @@ class Appender:
         self.settings = settings
         self.producer: AIOKafkaProducer | None = None
         self.lock = asyncio.Lock()
-        self.outbox = Outbox(self.get)
+        self.outbox = Outbox(self.get, together=not settings.memory_broker)
         self.partitions = {spec.name: spec.partitions for spec in topic_specs(settings)}
 
     async def get(self) -> AIOKafkaProducer:
