@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -67,16 +67,10 @@ class Outbox:
         """Records queued while the partition's last send waited, in as few batches as hold them: in a
         backlog, about a hundred facts a batch instead of the producer's `send` for each
         (docs/profiles/README.md, "Facts in batches")."""
-        batch = producer.create_batch()
-        acks: list[asyncio.Future[Any]] = []
-        for key, value, ack in entries:
-            if batch.append(key=key, value=value, timestamp=None) is None:
-                await _submit_each(producer, batch, acks, topic, partition)
-                batch, acks = producer.create_batch(), []
-                # A batch's first record always fits, whatever its size.
-                batch.append(key=key, value=value, timestamp=None)
-            acks.append(ack)
-        await _submit_each(producer, batch, acks, topic, partition)
+        start = 0
+        for batch, count in _batches(producer, [(key, value) for key, value, _ in entries]):
+            await _submit_each(producer, batch, [ack for _, _, ack in entries[start : start + count]], topic, partition)
+            start += count
 
     async def send_batch(
         self, topic: str, partition: int, records: list[tuple[bytes, bytes | None]]
@@ -88,18 +82,7 @@ class Outbox:
         thousands at once (docs/profiles/README.md, "Changelog batches").
         """
         producer = await self._producer()
-        acks = []
-        batch, count = producer.create_batch(), 0
-        for key, value in records:
-            if batch.append(key=key, value=value, timestamp=None) is None:
-                acks.append(await _submit(producer, batch, count, topic, partition))
-                batch, count = producer.create_batch(), 0
-                # A batch's first record always fits, whatever its size.
-                batch.append(key=key, value=value, timestamp=None)
-            count += 1
-        if count:
-            acks.append(await _submit(producer, batch, count, topic, partition))
-        return acks
+        return [await _submit(producer, batch, count, topic, partition) for batch, count in _batches(producer, records)]
 
     async def stop(self) -> None:
         """Stop the senders; records still queued are never acknowledged, so their events refold."""
@@ -108,6 +91,20 @@ class Outbox:
         for task in self._senders:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def _batches(producer: AIOKafkaProducer, records: list[tuple[bytes, bytes | None]]) -> Iterator[tuple[Any, int]]:
+    """The records in order, in as few of the producer's batches as hold them, each with its count."""
+    batch, count = producer.create_batch(), 0
+    for key, value in records:
+        if batch.append(key=key, value=value, timestamp=None) is None:
+            yield batch, count
+            batch, count = producer.create_batch(), 0
+            # A batch's first record always fits, whatever its size.
+            batch.append(key=key, value=value, timestamp=None)
+        count += 1
+    if count:
+        yield batch, count
 
 
 def _settle(ack: asyncio.Future[Any], delivery: asyncio.Future[Any]) -> None:
