@@ -13,23 +13,7 @@ from domain.store import MemoryStore
 from infra.control import Generation
 from infra.settings import load_settings
 from processors.mirror import FactMirror
-
-NUMBER = "+14155552671"
-
-
-def block(i: int) -> BlockPlaced:
-    caller = f"+1212555{i:04d}"
-    return BlockPlaced(
-        id=f"alrt_{i}:{caller}",
-        account_id="acct_m",
-        number=NUMBER,
-        at=1_000,
-        alert_id=f"alrt_{i}",
-        caller=caller,
-        reason="caller.rate_exceeded",
-        since=1_000,
-        until=3_601_000,
-    )
+from tests.test_mirror import block
 
 
 class CountingView(FeatureView):
