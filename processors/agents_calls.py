@@ -20,14 +20,11 @@ from processors.due import DueIndex
 from processors.feed import Feed
 from processors.parts import Parts
 
-TICK_REPEAT_MS = 5000
-
 
 def register(w: Parts) -> None:
     events = w.topic("events")
     for name in ("calls", "call_index", "sweeps"):
         w.tables.table(name)
-    ticked: dict[str, int] = {}
     due_calls = DueIndex()
 
     @w.fold("events")
@@ -43,19 +40,12 @@ def register(w: Parts) -> None:
         """Appends a tick for each open call a rule may now trip without another event; the fold decides."""
         if w.app.consumer is None or w.app.rebalancing or not await w.progress.replay_done("events"):
             return
-        now = now_ms()
-        assignment = frozenset(w.app.consumer.assignment())
-        if due_calls.built_for != assignment:
-            # The table holds the partitions this worker holds; each row is one open call's due time.
-            due_calls.rebuild(
-                ((key, due, stored_tick_after(w, key, due)) for key, due in w.tables.due_times("sweeps")), assignment
-            )
-        for gone in ticked.keys() - due_calls.current.keys():
-            del ticked[gone]
-        for key, due in due_calls.due(now):
-            if now - ticked.get(key, 0) < TICK_REPEAT_MS:
-                continue
-            ticked[key] = now
+        # The table holds the partitions this worker holds; each row is one open call's due time.
+        due_calls.built(
+            frozenset(w.app.consumer.assignment()),
+            lambda: ((key, due, stored_tick_after(w, key, due)) for key, due in w.tables.due_times("sweeps")),
+        )
+        for key, due in due_calls.to_tick(now_ms()):
             account, call_id = keys.split_call(key)
             # At its due time in event time, as a number's tick: a call reported late stays in its own time.
             # A tick at the sweep's time was ahead of every event such a call still sent, and each of them

@@ -21,13 +21,10 @@ from processors.due import DueIndex
 from processors.feed import Feed
 from processors.parts import Parts
 
-TICK_REPEAT_MS = 5000
-
 
 def register(w: Parts) -> None:
     for name in ("number_windows", "number_sweeps"):
         w.tables.table(name)
-    ticked: dict[str, int] = {}
     due_numbers = DueIndex()
 
     @w.fold("decisions")
@@ -45,20 +42,12 @@ def register(w: Parts) -> None:
         """A tick for each number whose spike may have ended with the last hour; the detector decides."""
         if w.app.consumer is None or w.app.rebalancing or not await w.progress.replay_done("decisions"):
             return
-        now = now_ms()
-        assignment = frozenset(w.app.consumer.assignment())
-        if due_numbers.built_for != assignment:
-            # The table holds the partitions this worker holds; each row is one number's due time.
-            due_numbers.rebuild(
-                ((key, due, stored_tick_after(w, key, due)) for key, due in w.tables.due_times("number_sweeps")),
-                assignment,
-            )
-        for gone in ticked.keys() - due_numbers.current.keys():
-            del ticked[gone]
-        for key, due in due_numbers.due(now):
-            if now - ticked.get(key, 0) < TICK_REPEAT_MS:
-                continue
-            ticked[key] = now
+        # The table holds the partitions this worker holds; each row is one number's due time.
+        due_numbers.built(
+            frozenset(w.app.consumer.assignment()),
+            lambda: ((key, due, stored_tick_after(w, key, due)) for key, due in w.tables.due_times("number_sweeps")),
+        )
+        for key, due in due_numbers.to_tick(now_ms()):
             account, number = key.split(":", 1)
             # At the hour's end in event time, however late its calls are reported: a number whose calls
             # are backdated stays in their time.

@@ -10,7 +10,10 @@ a changelog recovery changes rows behind the folds.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+
+# A key still due is ticked again no sooner than this (the edge's clock): its fold may not have run yet.
+TICK_REPEAT_MS = 5000
 
 
 class DueIndex:
@@ -19,6 +22,13 @@ class DueIndex:
         # Each key's (due, when).
         self.current: dict[str, tuple[int, int]] = {}
         self.built_for: frozenset[object] | None = None
+        # When each key was last handed out by `to_tick`.
+        self._ticked: dict[str, int] = {}
+
+    def built(self, assignment: frozenset[object], rows: Callable[[], Iterable[tuple[str, int, int]]]) -> None:
+        """Rebuilt from the table's `rows` when the worker's assignment is not the one it was built for."""
+        if self.built_for != assignment:
+            self.rebuild(rows(), assignment)
 
     def rebuild(self, rows: Iterable[tuple[str, int, int]], assignment: frozenset[object]) -> None:
         """From every (key, due, when) the table holds."""
@@ -51,6 +61,18 @@ class DueIndex:
                 found.append((key, entry[0]))
         for key, _ in found:
             heapq.heappush(self.heap, (self.current[key][1], key))
+        return found
+
+    def to_tick(self, now: int) -> list[tuple[str, int]]:
+        """The keys due at `now` with their due times, less those handed out within `TICK_REPEAT_MS`."""
+        for gone in self._ticked.keys() - self.current.keys():
+            del self._ticked[gone]
+        found = []
+        for key, due in self.due(now):
+            if now - self._ticked.get(key, 0) < TICK_REPEAT_MS:
+                continue
+            self._ticked[key] = now
+            found.append((key, due))
         return found
 
     def __len__(self) -> int:

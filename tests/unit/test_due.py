@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from processors.due import DueIndex
+from processors.due import TICK_REPEAT_MS, DueIndex
 
 
 def test_only_keys_due_by_now_and_at_their_current_time() -> None:
@@ -38,3 +38,33 @@ def test_a_key_ticks_from_its_own_time_at_its_due_time() -> None:
     index.set("late", 100, 900)
     assert index.due(800) == [("b", 200)]
     assert sorted(index.due(900)) == [("b", 200), ("late", 100)]
+
+
+def test_a_key_still_due_is_handed_out_again_only_after_the_repeat_interval() -> None:
+    t0 = 1_700_000_000_000  # the edge's clock
+    index = DueIndex()
+    index.set("a", t0)
+    assert index.to_tick(t0) == [("a", t0)]
+    # Its fold has not moved it yet: not again until TICK_REPEAT_MS later.
+    assert index.to_tick(t0 + TICK_REPEAT_MS - 1) == []
+    assert index.to_tick(t0 + TICK_REPEAT_MS) == [("a", t0)]
+    # Cleared and due again: handed out at once, the old hand-out forgotten.
+    index.set("a", None)
+    assert index.to_tick(t0 + TICK_REPEAT_MS + 1) == []
+    index.set("a", t0 + 2)
+    assert index.to_tick(t0 + TICK_REPEAT_MS + 2) == [("a", t0 + 2)]
+
+
+def test_it_is_rebuilt_from_the_table_only_when_the_assignment_changes() -> None:
+    index = DueIndex()
+    reads: list[int] = []
+
+    def rows() -> list[tuple[str, int, int]]:
+        reads.append(1)
+        return [("a", 100, 100)]
+
+    index.built(frozenset({1}), rows)
+    index.built(frozenset({1}), rows)
+    assert len(reads) == 1 and index.due(100) == [("a", 100)]
+    index.built(frozenset({1, 2}), rows)
+    assert len(reads) == 2 and index.built_for == frozenset({1, 2})
