@@ -18,6 +18,8 @@ import os
 import platform
 import re
 import resource
+import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,6 +37,8 @@ from bench.service import (
     Progress,
     Service,
     broker_label,
+    commit_rate,
+    commit_steps,
     cpu_seconds,
     create_accounts,
     create_topic,
@@ -54,12 +58,14 @@ PROFILES = ROOT / "docs" / "profiles"
 # two cores): a floor there is a lower bound, and the edge's ratio to it an upper one (`report.edge_verdict`).
 LADDER: list[float] = [25, 50, 100, 150, 200, 300, 400, 500, 750, 1000, 1500, 2000, 3000, 4000, 5000, 6000]
 BARE_TOPIC = "callscreen-bench.bare"
-FLOOR_TABLES = (0, 1)
-# The fold phase's backlog, copied for the Faust floor.
+# Each backlog of the fold phase, copied for the Faust floor (a topic a round, its number appended).
 FLOOR_TOPIC = "callscreen-bench.floor"
-# Calls the fold phase can afford per second left in the budget: with them it appends and folds the backlog
-# and runs every floor over it (about 45 s for 8,000 calls), after a fresh service's start.
-FOLD_CALLS_PER_S = 160
+# Backlogs the fold phase folds, each beside stock Faust (`fold_rounds`).
+FOLD_ROUNDS = 3
+# Calls a round the fold phase can afford per second left in the budget: with them it appends and folds
+# each round's backlog beside stock Faust and runs the other floors over the first (about 70 s for 8,000
+# calls a round), after a fresh service's start.
+FOLD_CALLS_PER_S = 100
 # Calls the worker folds while py-spy watches it (`--profile`): some ten seconds of its CPU.
 PROFILE_FOLD_CALLS = 6000
 # What `--profile` adds to the budget: the fold's profile and the turns' and starts' (10 s of load each),
@@ -271,10 +277,10 @@ async def bare_consumer(broker: str, topic: str) -> dict[str, Any]:
     return dict(json.loads(out))
 
 
-async def faust_floor(settings: Settings, tables: int) -> dict[str, Any]:
+async def faust_floor(settings: Settings, tables: int, topic: str) -> dict[str, Any]:
     out = await run_module(
         "bench.faust_floor",
-        *("--broker", settings.broker, "--topic", FLOOR_TOPIC),
+        *("--broker", settings.broker, "--topic", topic),
         *("--partitions", str(settings.partitions), "--tables", str(tables)),
         timeout_s=90,
         stderr=asyncio.subprocess.DEVNULL,
@@ -287,12 +293,11 @@ async def faust_floor(settings: Settings, tables: int) -> dict[str, Any]:
     return dict(json.loads(line[0][start:])) if start >= 0 else {"tables": tables, "error": "no result printed"}
 
 
-async def lean_floor(settings: Settings, backlog_from: dict[int, int]) -> dict[str, Any]:
-    """The fold phase's backlog (from those offsets on) folded without Faust."""
+async def lean_floor(settings: Settings, topic: str) -> dict[str, Any]:
+    """A backlog (the whole of `topic`, a copy of the fold phase's first) folded without Faust."""
     out = await run_module(
         "bench.lean_floor",
-        *("--broker", settings.broker, "--topic", settings.topic("events"), "--partitions", str(settings.partitions)),
-        *("--from", ",".join(f"{partition}:{offset}" for partition, offset in sorted(backlog_from.items()))),
+        *("--broker", settings.broker, "--topic", topic, "--partitions", str(settings.partitions)),
         timeout_s=60,
     )
     return {"error": "no result within 60 s"} if out is None else dict(json.loads(out))
@@ -413,35 +418,27 @@ async def phases(bench: Bench) -> None:
         finally:
             stop_process(bare)
 
-    # Worker fold rate over a backlog appended straight to the log; then the bare consumer over it.
+    # Worker fold rate over backlogs appended straight to the log, each beside stock Faust; then the bare
+    # consumer over everything, and Faust with no table over the first backlog.
     if bench.budget.left() > 35:
         calls = min(args.calls, int(max(0.0, bench.budget.left() - 30) * FOLD_CALLS_PER_S))
         await bench.fresh_service("the fold rate")
         svc = bench.service
-        bench.log(f"fold rate: appending {calls} calls straight to the events topic")
-        results["fold"] = await fold_rate(bench, calls)
+        results["fold"] = await fold_rounds(bench, calls)
         results["rss_after_fold"] = snapshot_rss(svc)
         if calls < args.calls:
             results.setdefault("notes", []).append(
-                f"fold phase: {calls} calls instead of the {args.calls} asked for, to fit the time budget"
+                f"fold phase: {calls} calls a round instead of the {args.calls} asked for, to fit the time budget"
             )
     results["bare_consumer"] = await bare_consumer(svc.settings.broker, svc.settings.topic("events"))
     bench.log(f"bare consumer: {results['bare_consumer']}")
-    # The Faust floor over the same records: bare, then with one changelogged table write per record.
-    results["faust_floor"] = []
     if "fold" in results:
-        # The same records as the worker's fold, on a topic of their own: Faust's consumer group reads a
-        # topic from its start.
-        await create_topic(svc.settings, FLOOR_TOPIC, svc.settings.partitions)
-        await copy_records(svc.settings, svc.settings.topic("events"), results["fold"]["from_offsets"], FLOOR_TOPIC)
-        for tables in FLOOR_TABLES:
-            if bench.budget.left() < args.reserve / 3:
-                break
-            results["faust_floor"].append(await faust_floor(svc.settings, tables))
-            bench.log(f"faust floor: {results['faust_floor'][-1]}")
-        # The fold phase's backlog folded by the domain over aiokafka and RocksDB with no Faust; then the
+        first_topic = results["fold"]["rounds"][0]["topic"]
+        results["faust_floor"] = [await faust_floor(svc.settings, 0, first_topic)]
+        bench.log(f"faust floor: {results['faust_floor'][-1]}")
+        # The first round's backlog folded by the domain over aiokafka and RocksDB with no Faust; then the
         # domain alone over as many calls: the ceilings of a leaner adapter and of any adapter.
-        results["lean_floor"] = await lean_floor(svc.settings, results["fold"]["from_offsets"])
+        results["lean_floor"] = await lean_floor(svc.settings, first_topic)
         bench.log(f"lean floor: {results['lean_floor']}")
         results["domain_floor"] = await domain_floor(len(bench.accounts), results["fold"]["append"]["calls"])
         bench.log(f"domain floor: {results['domain_floor']}")
@@ -492,45 +489,72 @@ async def phases(bench: Bench) -> None:
 
 
 async def fold_rate(bench: Bench, calls: int) -> dict[str, Any]:
-    """Append `calls` calls behind the worker's back and time its heartbeated fold position."""
-    progress = bench.progress
+    """Append `calls` calls with the worker paused, then time its committed position as it folds them.
+
+    Paused (SIGSTOP) while the backlog is appended, the worker then folds it with nothing else running, as
+    the Faust floor folds its copy; the rate is the committed position's slope inside the backlog
+    (`commit_rate`), so neither the append nor the wait for the last flush counts."""
     await bench.settle()
-    backlog_from = await progress.ends()
-    start_end = sum(backlog_from.values())
-    start_folded = progress.folded()
-    samples: list[tuple[float, int, int]] = []
-
-    async def watch() -> None:
-        while True:
-            samples.append((time.monotonic(), progress.folded(), await progress.end()))
-            await asyncio.sleep(0.5)
-
-    watcher = asyncio.create_task(watch())
+    settings = bench.service.settings
+    backlog_from = await bench.progress.ends()
+    start = sum(backlog_from.values())
+    worker = bench.service.processes()["worker"]
+    os.kill(worker, signal.SIGSTOP)
     try:
-        appended = await prefill(bench.service.settings, bench.accounts, calls, offset=bench.calls_driven)
-        bench.calls_driven += calls
-        bench.log(f"appended {appended}")
-        drained = await progress.wait_drained(max(5.0, bench.budget.left() - 30), slack=8)
+        appended = await prefill(settings, bench.accounts, calls, offset=bench.calls_driven)
     finally:
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
-    # The fold rate while a backlog existed: from the first sample that saw progress to the first that saw
-    # the last position (the samples after it only wait for the drain to be confirmed).
-    moving = [s for s in samples if s[1] > start_folded]
-    rate = None
-    if len(moving) >= 2:
-        last = max(f for _, f, _ in moving)
-        (t0, f0, _), (t1, f1, _) = moving[0], next(s for s in moving if s[1] == last)
-        rate = round((f1 - f0) / max(t1 - t0, 1e-9), 1) if t1 > t0 else None
+        os.kill(worker, signal.SIGCONT)
+    bench.calls_driven += calls
+    end = await bench.progress.end()
+    cpu_before, resumed = cpu_seconds(worker), time.monotonic()
+    # A fresh service is generation 0: its worker's consumer group is the app id itself.
+    steps = await commit_steps(settings, settings.app_id, end, max(5.0, bench.budget.left() - 30))
+    cpu_after = cpu_seconds(worker)
+    folded = (steps[-1][1] - start) if steps else 0
+    cpu = None if cpu_before is None or cpu_after is None or folded <= 0 else (cpu_after - cpu_before) / folded
     return {
         "append": appended,
         "from_offsets": backlog_from,
-        "records": (samples[-1][2] - start_end) if samples else None,
-        "drained_s": None if drained == float("inf") else round(drained, 1),
-        "max_lag": max((e - f for _, f, e in samples), default=0),
-        "lag_left": await progress.lag(),
-        "per_s": rate,
+        "records": end - start,
+        "commits": len([1 for _, position in steps if start < position < end]),
+        "drained_s": round(steps[-1][0] - resumed, 2) if steps and steps[-1][1] >= end else None,
+        "per_s": commit_rate(steps, start, end),
+        "cpu_us_per_record": None if cpu is None else round(cpu * 1e6, 1),
+    }
+
+
+async def fold_rounds(bench: Bench, calls: int) -> dict[str, Any]:
+    """`FOLD_ROUNDS` backlogs of `calls` calls, each folded by the worker and then by stock Faust with one
+    table write a record (a copy of the same records on a topic of the round's own): the host's speed
+    drifts from minute to minute, so each ratio is of neighbours in time, and the median decides."""
+    settings = bench.service.settings
+    rounds: list[dict[str, Any]] = []
+    for number in range(1, FOLD_ROUNDS + 1):
+        if rounds and bench.budget.left() < bench.args.reserve / 2:
+            break
+        bench.log(f"fold round {number}: appending {calls} calls straight to the events topic, the worker paused")
+        fold = await fold_rate(bench, calls)
+        topic = f"{FLOOR_TOPIC}.{number}"
+        await create_topic(settings, topic, settings.partitions)
+        await copy_records(settings, settings.topic("events"), fold["from_offsets"], topic)
+        fold["topic"] = topic
+        fold["faust"] = await faust_floor(settings, 1, topic)
+        bench.log(f"fold round {number}: worker {fold['per_s']} records/s, stock Faust {fold['faust']}")
+        rounds.append(fold)
+    return fold_summary(rounds)
+
+
+def fold_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rounds, the median worker rate, and the median of each round's ratio to stock Faust."""
+    rates = [r["per_s"] for r in rounds if r.get("per_s")]
+    ratios = [r["per_s"] / r["faust"]["per_s"] for r in rounds if r.get("per_s") and r["faust"].get("per_s")]
+    first = rounds[0]
+    return {
+        "rounds": rounds,
+        "append": first["append"],
+        "from_offsets": first["from_offsets"],
+        "per_s": round(statistics.median(rates), 1) if rates else None,
+        "stock_ratio": round(statistics.median(ratios), 2) if ratios else None,
     }
 
 

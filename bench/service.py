@@ -39,6 +39,8 @@ READY_PREFIX = "callscreen ready on "
 START_TIMEOUT_S = 120.0
 # `run` stops the roles (6 s each at most), then the broker: Kafka's controlled shutdown can take 30 s.
 STOP_GRACE_S = 45.0
+# How often the fold phase reads the worker's committed offsets: its consumer commits every half second or so.
+COMMIT_POLL_S = 0.05
 
 
 def broker_label(broker: str) -> str:
@@ -265,6 +267,41 @@ class Progress:
                 return time.monotonic() - started
             await asyncio.sleep(0.25)
         return float("inf")
+
+
+async def commit_steps(settings: Settings, group: str, until: int, timeout_s: float) -> list[tuple[float, int]]:
+    """Each position of the events topic (summed over partitions) that consumer group `group` commits, with
+    when it was first seen, polled every `COMMIT_POLL_S` until it reaches `until` or the time-out."""
+    admin = make_admin(settings)
+    await admin.start()
+    topic = settings.topic("events")
+    steps: list[tuple[float, int]] = []
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            found = await admin.list_consumer_group_offsets(group)
+            position = sum(meta.offset for tp, meta in found.items() if tp.topic == topic and meta.offset > 0)
+            if not steps or position != steps[-1][1]:
+                steps.append((time.monotonic(), position))
+            if position >= until:
+                break
+            await asyncio.sleep(COMMIT_POLL_S)
+    finally:
+        await admin.close()
+    return steps
+
+
+def commit_rate(steps: list[tuple[float, int]], start: int, end: int) -> float | None:
+    """Records a second between the first and the last commit strictly inside the backlog `start`..`end`.
+
+    Each is a commit's edge, seen within a poll of it: the time before the first commit (the fetch, the
+    first flush) and after the last (the final flush and commit) is left out, as the Faust floor's clock
+    runs from its first record to its last."""
+    inside = [(t, position) for t, position in steps if start < position < end]
+    if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+        return None
+    (t0, p0), (t1, p1) = inside[0], inside[-1]
+    return round((p1 - p0) / (t1 - t0), 1)
 
 
 def children_of(pid: int) -> list[int]:
