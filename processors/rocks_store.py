@@ -19,25 +19,42 @@ import msgspec
 
 from processors.rocks import RocksBudget, write_rows
 
+# Values read since the last `write_pending` kept decoded, at most this many.
+READ_KEPT = 4096
+_UNREAD = object()
+
 
 class RocksStore:
     def __init__(self, path: Path, budget: RocksBudget) -> None:
         path.mkdir(parents=True, exist_ok=True)
         self.db = budget.open(path)
         self._pending: dict[bytes, bytes] = {}
+        # A start reads its features, then its own fact is applied to the same keys: the second read of each
+        # is the first one's value, absent keys included. A value read is the store's own: the view changes
+        # one only to put it back, and a put forgets the key (the value put may be a struct, not builtins).
+        self._read: dict[str, Any] = {}
 
     def get(self, key: str) -> Any:
+        found = self._read.get(key, _UNREAD)
+        if found is not _UNREAD:
+            return found
         raw_key = key.encode()
         raw = self._pending.get(raw_key)
         if raw is None:
             raw = self.db.get(raw_key)
-        return None if raw is None else msgspec.json.decode(raw)
+        value = None if raw is None else msgspec.json.decode(raw)
+        if len(self._read) >= READ_KEPT:
+            self._read = {}
+        self._read[key] = value
+        return value
 
     def put(self, key: str, value: Any) -> None:
         self._pending[key.encode()] = msgspec.json.encode(value)
+        self._read.pop(key, None)
 
     def write_pending(self) -> None:
         """Write every put since the last call to RocksDB, in one batch."""
+        self._read = {}
         if self._pending:
             write_rows(self.db, self._pending.items())
             self._pending = {}

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
+import msgspec
 import pytest
 
 from domain.facts import BlockPlaced
@@ -72,3 +74,55 @@ def test_rocksdb_puts_reach_the_database_at_write_pending_and_at_close(tmp_path:
     reopened = RocksStore(tmp_path / "db", budget)
     assert (reopened.get("a"), reopened.get("b")) == ({"n": 2}, [1])
     reopened.close()
+
+
+class CountingReads:
+    """The real database, its reads counted."""
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+        self.reads = 0
+
+    def get(self, key: bytes) -> Any:
+        self.reads += 1
+        return self.db.get(key)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.db, name)
+
+
+def test_rocksdb_reads_a_key_once_between_flushes_absent_ones_included(tmp_path: Path) -> None:
+    store = RocksStore(tmp_path / "db", RocksBudget(8))
+    store.put("a", {"n": 1})
+    store.write_pending()
+    counted = CountingReads(store.db)
+    store.db = cast(Any, counted)
+    assert [store.get("a"), store.get("a"), store.get("gone"), store.get("gone")] == [{"n": 1}, {"n": 1}, None, None]
+    assert counted.reads == 2
+    store.write_pending()
+    assert store.get("a") == {"n": 1}
+    assert counted.reads == 3
+    store.db = counted.db
+    store.close()
+
+
+def test_rocksdb_a_put_replaces_a_value_read_before_it(tmp_path: Path) -> None:
+    store = RocksStore(tmp_path / "db", RocksBudget(8))
+    assert store.get("b") is None
+    block = BlockPlaced(
+        id="alrt_y:+12125550123",
+        account_id="acct_y",
+        number="+14155552671",
+        at=1_000,
+        alert_id="alrt_y",
+        caller="+12125550123",
+        reason="caller.rate_exceeded",
+        since=1_000,
+        until=2_000,
+    )
+    # A struct put comes back as the builtins any other store gives, not as the struct.
+    store.put("b", block)
+    assert store.get("b") == msgspec.to_builtins(block)
+    store.put("b", [2])
+    assert store.get("b") == [2]
+    store.close()
