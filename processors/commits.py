@@ -65,6 +65,8 @@ class Commits:
         self._refetching: dict[tuple[str, int], int] = {}
         # Per topic, since when its agent has been waiting for the next record (absent while it folds one).
         self._idle_since: dict[str, float] = {}
+        # Partitions whose position the last check found past the fold's next record, with that record.
+        self._past_at_last_check: dict[tuple[str, int], int] = {}
         # How many times each partition was revoked: an event handed over before a revocation is not acknowledged.
         self._revocations: dict[tuple[str, int], int] = {}
         # Folds under way in every agent, and an event set whenever none is.
@@ -180,10 +182,15 @@ class Commits:
         the consumer's position moved past it. A later record shows the gap (`_skipped_before`); when
         none comes, such as after the last events of a burst, the partition would wait forever. A fold
         idle for `LOST_AFTER_S` has nothing in its buffer, so records below the position are lost.
+
+        Only when two checks in a row find it so: a worker paused for seconds (a stopped process, a
+        stalled host) resumes with its fold idle that long by the clock and a fetch just in that the feed
+        has not handed over yet. One check took those records for lost and fetched them again.
         """
         if self.app.rebalancing or self.app.consumer is None:
             return
         now = time.monotonic()
+        past, self._past_at_last_check = self._past_at_last_check, {}
         for tp in self.app.consumer.assignment():
             key = (tp.topic, tp.partition)
             # Only the topics folded here have an idle time (a changelog's partitions are assigned too).
@@ -195,6 +202,9 @@ class Commits:
                 continue
             position = await self.app.consumer.position(tp)
             if position is not None and position > expected:
+                if past.get(key) != expected:
+                    self._past_at_last_check[key] = expected
+                    continue
                 log.warning(
                     "records were fetched but never handed over; fetching them again",
                     extra={"topic": key[0], "partition": key[1], "from": expected, "position": position},
