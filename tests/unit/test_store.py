@@ -41,21 +41,23 @@ def test_a_put_replaces_the_value(store: Store) -> None:
     assert store.get("k") == {"two": 2}
 
 
+BLOCK = BlockPlaced(
+    id="alrt_x:+12125550123",
+    account_id="acct_x",
+    number="+14155552671",
+    at=1_000,
+    alert_id="alrt_x",
+    caller="+12125550123",
+    reason="caller.rate_exceeded",
+    since=1_000,
+    until=3_601_000,
+)
+
+
 def test_the_feature_view_folds_the_same_on_either_store(store: Store) -> None:
     view = FeatureView(store, ScoringRules())
-    block = BlockPlaced(
-        id="alrt_x:+12125550123",
-        account_id="acct_x",
-        number="+14155552671",
-        at=1_000,
-        alert_id="alrt_x",
-        caller="+12125550123",
-        reason="caller.rate_exceeded",
-        since=1_000,
-        until=3_601_000,
-    )
-    assert view.apply(block) is True
-    assert view.apply(block) is False
+    assert view.apply(BLOCK) is True
+    assert view.apply(BLOCK) is False
     found = view.block("acct_x", "+14155552671", "+12125550123", 2_000)
     assert found is not None and found.reason == "caller.rate_exceeded"
     assert view.block("acct_x", "+14155552671", "+12125550123", 3_601_000) is None
@@ -109,20 +111,9 @@ def test_rocksdb_reads_a_key_once_between_flushes_absent_ones_included(tmp_path:
 def test_rocksdb_a_put_replaces_a_value_read_before_it(tmp_path: Path) -> None:
     store = RocksStore(tmp_path / "db", RocksBudget(8))
     assert store.get("b") is None
-    block = BlockPlaced(
-        id="alrt_y:+12125550123",
-        account_id="acct_y",
-        number="+14155552671",
-        at=1_000,
-        alert_id="alrt_y",
-        caller="+12125550123",
-        reason="caller.rate_exceeded",
-        since=1_000,
-        until=2_000,
-    )
     # A struct put comes back as the builtins any other store gives, not as the struct.
-    store.put("b", block)
-    assert store.get("b") == msgspec.to_builtins(block)
+    store.put("b", BLOCK)
+    assert store.get("b") == msgspec.to_builtins(BLOCK)
     store.put("b", [2])
     assert store.get("b") == [2]
     store.close()
