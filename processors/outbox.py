@@ -121,26 +121,35 @@ def _settle(ack: asyncio.Future[Any], delivery: asyncio.Future[Any]) -> None:
 async def _submit(
     producer: AIOKafkaProducer, batch: Any, count: int, topic: str, partition: int
 ) -> asyncio.Future[Any]:
+    """The batch sent, and one ack for it that names its last record's offset."""
     ack: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    try:
-        delivery = await producer.send_batch(batch, topic, partition=partition)
-    except Exception as exc:
-        ack.set_exception(exc)
-        return ack
-    delivery.add_done_callback(functools.partial(_settle_batch, ack, count))
+    await _send_batch(producer, batch, topic, partition, [ack], functools.partial(_settle_batch, ack, count))
     return ack
 
 
 async def _submit_each(
     producer: AIOKafkaProducer, batch: Any, acks: list[asyncio.Future[Any]], topic: str, partition: int
 ) -> None:
+    """The batch sent, each of its records' `acks` settled with that record's own offset."""
+    await _send_batch(producer, batch, topic, partition, acks, functools.partial(_settle_each, acks))
+
+
+async def _send_batch(
+    producer: AIOKafkaProducer,
+    batch: Any,
+    topic: str,
+    partition: int,
+    acks: list[asyncio.Future[Any]],
+    settle: Callable[[asyncio.Future[Any]], None],
+) -> None:
+    """Hand the batch to the producer; `settle` runs on its delivery, and a refusal fails every ack."""
     try:
         delivery = await producer.send_batch(batch, topic, partition=partition)
     except Exception as exc:
         for ack in acks:
             ack.set_exception(exc)
         return
-    delivery.add_done_callback(functools.partial(_settle_each, acks))
+    delivery.add_done_callback(settle)
 
 
 def _settle_each(acks: list[asyncio.Future[Any]], delivery: asyncio.Future[Any]) -> None:
