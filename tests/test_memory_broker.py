@@ -6,6 +6,7 @@ from pathlib import Path
 
 import aiohttp
 
+from bench.service import commit_steps
 from tests.service import create_account, start_service
 
 START = {"type": "call.started", "call_id": "mem-1", "to": "+14155552671", "from": "+12125550123"}
@@ -27,6 +28,9 @@ async def test_the_memory_broker_scores_follows_and_ends_a_call(tmp_path: Path, 
             assert r.status == 200
         async with http.get(f"{service.base_url}/v1/calls/mem-1", headers=account.headers) as r:
             assert (r.status, (await r.json())["state"]) == (200, "ended")
+        # The bench times the fold by the worker's commits, and runs on this broker too (`--broker memory`).
+        steps = await commit_steps(service.settings, service.settings.app_id, until=3, timeout_s=30)
+        assert steps[-1][1] == 3
     finally:
         assert service.stop() == 0
     log = (tmp_path / "data.log").read_text()
