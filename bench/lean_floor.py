@@ -1,15 +1,15 @@
 """The worker's fold without Faust: what the same work costs with Kafka, RocksDB and the domain alone.
 
-python -m bench.lean_floor --broker URL --topic T --partitions N [--from P:OFFSET,...]
-    reads the topic (each partition from its offset in --from, else from 0) up to its end offsets at
-    start with a plain aiokafka consumer (`getmany`, the service's consumer settings) and folds each
-    record as the worker does: the call's row read from and written to
-    RocksDB, the feature view in RocksDB (`processors.rocks_store`, the worker's budget and options),
-    the listing index and the sweep entry, each fact applied to the view and folded by the number's
-    detectors, and appended. Each fetched batch's changed rows are then appended once, as the
-    worker's write-behind flush does, and the batch's appends awaited. The facts and rows go to a
-    topic of the floor's own. Prints {"records", "seconds", "cpu_seconds", "per_s",
-    "cpu_us_per_record"} once it has folded every record present at start.
+python -m bench.lean_floor --broker URL --topic T --partitions N
+    reads the whole topic (a copy of a fold round's backlog) up to its end offsets at start with a
+    plain aiokafka consumer (`getmany`, the service's consumer settings) and folds each record as the
+    worker does: the call's row read from and written to RocksDB, the feature view in RocksDB
+    (`processors.rocks_store`, the worker's budget and options), the listing index and the sweep
+    entry, each fact applied to the view and folded by the number's detectors, and appended. Each
+    fetched batch's changed rows are then appended once, as the worker's write-behind flush does, and
+    the batch's appends awaited. The facts and rows go to a topic of the floor's own. Prints
+    {"records", "seconds", "cpu_seconds", "per_s", "cpu_us_per_record"} once it has folded every
+    record present at start.
 
 Left out against the worker: Faust's consumer and conductor, the detectors' own round trip through the
 decisions topic, the answers to the edge, the facts mirror and the hot-table horizon. It was written as
@@ -131,7 +131,7 @@ class LeanFold:
             self.rows.put("number_windows", partition, number_key, observed.window)
 
 
-async def run(settings: Settings, topic: str, root: Path, start: dict[int, int]) -> dict[str, Any]:
+async def run(settings: Settings, topic: str, root: Path) -> dict[str, Any]:
     out_topic = f"{topic}.lean-floor"
     await create_topic(settings, out_topic, settings.partitions)
     consumer = make_consumer(settings)
@@ -142,7 +142,7 @@ async def run(settings: Settings, topic: str, root: Path, start: dict[int, int])
     try:
         folded = 0
         clock: tuple[float, float] | None = None
-        async for batch in backlog(consumer, topic, start):
+        async for batch in backlog(consumer, topic, {}):
             if clock is None:
                 # From the first record on: the partitions' assignment and first fetch are not counted.
                 clock = (time.perf_counter(), time.process_time())
@@ -171,14 +171,12 @@ def main() -> None:
     parser.add_argument("--broker", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--partitions", type=int, required=True)
-    parser.add_argument("--from", dest="start", default="", help="P:OFFSET,...: where each partition starts")
     args = parser.parse_args()
     settings = Settings(broker=args.broker, partitions=args.partitions)
     # The worker's own event loop: the floor differs from the worker only in the work it leaves out.
     event_loop.install(load_settings().event_loop)
-    start = {int(p): int(o) for p, o in (item.split(":") for item in args.start.split(",") if item)}
     with tempfile.TemporaryDirectory(prefix="callscreen-lean-") as root:
-        print(json.dumps(asyncio.run(run(settings, args.topic, Path(root), start))))
+        print(json.dumps(asyncio.run(run(settings, args.topic, Path(root)))))
 
 
 if __name__ == "__main__":

@@ -548,11 +548,9 @@ def fold_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """The rounds, the median worker rate, and the median of each round's ratio to stock Faust."""
     rates = [r["per_s"] for r in rounds if r.get("per_s")]
     ratios = [r["per_s"] / r["faust"]["per_s"] for r in rounds if r.get("per_s") and r["faust"].get("per_s")]
-    first = rounds[0]
     return {
         "rounds": rounds,
-        "append": first["append"],
-        "from_offsets": first["from_offsets"],
+        "append": rounds[0]["append"],
         "per_s": round(statistics.median(rates), 1) if rates else None,
         "stock_ratio": round(statistics.median(ratios), 2) if ratios else None,
     }

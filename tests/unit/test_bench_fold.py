@@ -28,7 +28,7 @@ def test_the_verdict_is_the_median_of_each_rounds_ratio_to_its_own_faust_run() -
     append = {"calls": 10, "records": 20, "per_s": 1000.0}
 
     def one(worker: float | None, faust: float) -> dict[str, object]:
-        return {"append": append, "from_offsets": {0: 0}, "per_s": worker, "faust": {"per_s": faust}}
+        return {"append": append, "per_s": worker, "faust": {"per_s": faust}}
 
     # A slow minute halves both sides of round 2: its ratio is the others', not the lowest worker rate's.
     summary = fold_summary([one(4000.0, 2000.0), one(2000.0, 1000.0), one(5000.0, 2000.0)])
