@@ -32,6 +32,7 @@ from infra.ports import free_ports, port_open
 POM = Path(__file__).resolve().parent.parent / "deploy" / "kafka" / "pom.xml"
 MIN_JAVA = 17
 START_TIMEOUT_S = 90.0
+START_ATTEMPTS = 3
 STOP_TIMEOUT_S = 30.0
 PR_SET_PDEATHSIG = 1
 
@@ -270,8 +271,23 @@ class LocalKafka:
         self.dir.mkdir(parents=True, exist_ok=True)
         ports_file = self.dir / "ports.json"
         previous = json.loads(ports_file.read_text()) if ports_file.exists() else None
-        self.ports = Ports.pick(self.host, previous)
-        ports_file.write_text(json.dumps(self.ports.__dict__))
+        for attempt in range(1, START_ATTEMPTS + 1):
+            self.ports = Ports.pick(self.host, previous)
+            ports_file.write_text(json.dumps(self.ports.__dict__))
+            log_start = self.log_file.stat().st_size if self.log_file.exists() else 0
+            self.launch(java, classpath)
+            try:
+                self.wait_ready()
+                return
+            except BrokerUnavailable:
+                # A port free when picked can be bound by another process before the JVM binds it.
+                if attempt == START_ATTEMPTS or not self.lost_a_port(log_start):
+                    raise
+            previous = None
+
+    def launch(self, java: str, classpath: str) -> None:
+        """Writes the configuration for `self.ports`, formats the log once and starts the JVM."""
+        assert self.ports is not None
         config = self.dir / "server.properties"
         config.write_text(server_properties(self.dir / "log", self.host, self.ports, self.sasl_users))
         logging_config = self.dir / "log4j2.properties"
@@ -316,10 +332,16 @@ class LocalKafka:
                 start_new_session=True,
                 preexec_fn=die_with_this_process(),
             )
-        self.wait_ready()
+
+    def lost_a_port(self, log_start: int) -> bool:
+        """Whether the start that logged from `log_start` on failed to bind one of its ports."""
+        with open(self.log_file, "rb") as log:
+            log.seek(log_start)
+            return b"Address already in use" in log.read()
 
     def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> None:
-        """Until the listener answers a metadata request naming this broker (it then takes writes)."""
+        """Until both listeners answer a metadata request naming this broker: it then takes writes, and the
+        client port is the JVM's, not another process's."""
         assert self.ports is not None
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -333,7 +355,20 @@ class LocalKafka:
 
     async def _answers(self) -> bool:
         assert self.ports is not None
-        admin = AIOKafkaAdminClient(bootstrap_servers=f"{self.host}:{self.ports.internal}", request_timeout_ms=3000)
+        client_auth: dict[str, str] = {}
+        if self.sasl_users:
+            name, password = next(iter(self.sasl_users.items()))
+            client_auth = {
+                "security_protocol": "SASL_PLAINTEXT",
+                "sasl_mechanism": "SCRAM-SHA-256",
+                "sasl_plain_username": name,
+                "sasl_plain_password": password,
+            }
+        listeners = [(self.ports.internal, {}), (self.ports.client, client_auth)]
+        return all([await self._names_this_broker(port, auth) for port, auth in listeners])
+
+    async def _names_this_broker(self, port: int, auth: dict[str, str]) -> bool:
+        admin = AIOKafkaAdminClient(bootstrap_servers=f"{self.host}:{port}", request_timeout_ms=3000, **auth)
         try:
             await admin.start()
             cluster = await admin.describe_cluster()

@@ -11,41 +11,38 @@ BLOCK_RANGE = (20000, 32000)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1, host)[0]
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """`count` different free ports: each socket stays bound until all are chosen, since ports picked one
-    at a time can repeat (the kernel may hand a just-closed ephemeral port out again)."""
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind((host, 0))
-        return [int(sock.getsockname()[1]) for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+    """`count` different ports, each free now, below the ephemeral range: a port from that range can go to
+    any outgoing connection on the machine in the moment before its listener binds it."""
+    chosen: list[int] = []
+    for _ in range(200 * count):
+        port = random.randrange(*BLOCK_RANGE)
+        if port not in chosen and bindable(host, port):
+            chosen.append(port)
+            if len(chosen) == count:
+                return chosen
+    raise OSError(f"no {count} free ports in {BLOCK_RANGE}")
+
+
+def bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
 
 
 def free_port_block(count: int, host: str = "127.0.0.1") -> int:
     """The first of `count` consecutive ports that are free now, for settings that number their roles'
     ports from a base (`metrics_port`: worker N on base + N, alerting after the workers)."""
     for _ in range(200):
-        base = random.randrange(*BLOCK_RANGE)
-        sockets: list[socket.socket] = []
-        try:
-            for port in range(base, base + count):
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                sockets.append(sock)
-                sock.bind((host, port))
+        base = random.randrange(BLOCK_RANGE[0], BLOCK_RANGE[1] - count)
+        if all(bindable(host, port) for port in range(base, base + count)):
             return base
-        except OSError:
-            continue
-        finally:
-            for sock in sockets:
-                sock.close()
     raise OSError(f"no {count} consecutive free ports in {BLOCK_RANGE}")
 
 

@@ -4,8 +4,10 @@ event loop it does not know."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -19,7 +21,7 @@ from aiokafka.admin import NewTopic
 
 from callscreen.localkafka import LocalKafka
 from infra.kafka import ensure_topics, make_admin, make_consumer, until_coordinator
-from infra.ports import free_port
+from infra.ports import free_port, free_ports
 from infra.settings import Settings
 from tests.service import create_account, isolated, start_service
 
@@ -131,6 +133,34 @@ async def test_a_group_consumer_that_waits_for_its_coordinator_logs_no_refusal(
     finally:
         await consumer.stop()
         await asyncio.to_thread(broker.stop)
+
+
+async def test_a_broker_whose_port_is_taken_before_it_binds_starts_again_on_fresh_ports(tmp_path: Path) -> None:
+    # A start reuses the ports of the last one when nothing listens on them. Here the client port is held
+    # by a socket that is bound and does not listen, as an outgoing connection holds its port: the first
+    # JVM cannot bind it and exits, and the start picks new ports.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", free_port()))
+        taken = held.getsockname()[1]
+        controller, internal = free_ports(2)
+        (tmp_path / "kafka").mkdir()
+        ports = {"client": taken, "controller": controller, "internal": internal}
+        (tmp_path / "kafka" / "ports.json").write_text(json.dumps(ports))
+        broker = LocalKafka(tmp_path)
+        try:
+            await asyncio.to_thread(broker.start)
+            assert broker.ports is not None and broker.ports.client != taken
+            log = broker.log_file.read_text()
+            assert f"failed to bind to 127.0.0.1:{taken}: Address already in use" in log
+            assert log.count("Exiting Kafka due to fatal exception during startup") == 1
+            admin = make_admin(Settings(broker=broker.url))
+            await admin.start()
+            try:
+                assert len((await admin.describe_cluster())["brokers"]) == 1
+            finally:
+                await admin.close()
+        finally:
+            await asyncio.to_thread(broker.stop)
 
 
 async def test_without_java_run_names_both_ways_out(tmp_path: Path) -> None:
