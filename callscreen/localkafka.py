@@ -174,6 +174,10 @@ def server_properties(log_dir: Path, host: str, ports: Ports, sasl_users: dict[s
         "num.network.threads=2",
         "num.io.threads=2",
         "num.partitions=1",
+        # After a crash the new start cannot register until the dead one's session has timed out (9 s by
+        # default). The one node heartbeats to itself over loopback, so a short session costs nothing.
+        "broker.session.timeout.ms=4000",
+        "broker.heartbeat.interval.ms=500",
     ]
     if sasl_users:
         plain_users = " ".join(f'user_{name}="{password}"' for name, password in sasl_users.items())
