@@ -60,9 +60,10 @@ email-example: $(STAMP)
 	$(BIN)/python -m callscreen.email_example
 
 # Two pytest workers, each with its own Kafka and services, one test file per worker at a time: the
-# pipeline tests mostly wait on the broker, so two share the two cores well (about 5 minutes, not 9).
+# pipeline tests mostly wait on the broker, so two share the two cores well.
+# Files go out in collection order, the slow ones first (tests/conftest.py), not by their number of tests.
 test: $(STAMP) $(BROWSER_STAMP) lint
-	$(BIN)/pytest -q -n 2 --dist loadfile
+	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # The fault-injection kill test at full strength: 50 kills spread over the four steps of a fold.
 faults: $(STAMP)

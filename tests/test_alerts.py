@@ -9,6 +9,7 @@ from typing import Any
 import aiohttp
 import jsonschema
 import orjson
+import pytest
 
 import schemas
 from callscreen.admin import Admin
@@ -17,6 +18,8 @@ from domain.times import format_ms
 from infra.clock import now_ms
 from tests.service import AccountKeys, RunningService, settled
 from tests.topics import read_topic
+
+pytestmark = pytest.mark.slow
 
 NUMBER = "+14155552671"
 MIN = 60_000

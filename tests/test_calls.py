@@ -13,6 +13,8 @@ from infra.clock import now_ms
 from tests.service import AccountKeys
 from tests.traffic import clear_of_midnight, on_usage_day
 
+pytestmark = pytest.mark.slow
+
 TO = "+14155552671"
 CALLER = "+12125550123"
 

@@ -33,7 +33,7 @@ from tests.service import start_service as start
 from tests.smtp_server import SmtpServer, smtp_server
 from tests.topics import read_topic
 
-pytestmark = pytest.mark.pipeline
+pytestmark = [pytest.mark.pipeline, pytest.mark.slow]
 
 CARRIER_SID = "AC" + "2" * 32
 CARRIER_TOKEN = "carrier-token-for-channel-tests"

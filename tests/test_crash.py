@@ -9,10 +9,13 @@ import subprocess
 from typing import Any
 
 import aiohttp
+import pytest
 
 from infra.clock import now_ms
 from tests.service import RunningService, create_account, settled, wait_for_status
 from tests.traffic import on_usage_day, script
+
+pytestmark = pytest.mark.slow
 
 KILLS = 3
 

@@ -25,7 +25,7 @@ from tests.receiver import https_site, receiver_env
 from tests.service import AccountKeys, RunningService, create_account, settled, start_service
 from tests.topics import read_topic
 
-pytestmark = pytest.mark.pipeline
+pytestmark = [pytest.mark.pipeline, pytest.mark.slow]
 
 NUMBER = "+14155550100"
 CALLER = "+12125550142"

@@ -25,6 +25,8 @@ from infra.ports import free_port, free_ports
 from infra.settings import Settings
 from tests.service import create_account, isolated, start_service
 
+pytestmark = pytest.mark.slow
+
 USER, PASSWORD = "callscreen", "scram-secret-1"
 
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from bench.service import commit_steps
 from tests.service import create_account, start_service
+
+pytestmark = pytest.mark.slow
 
 START = {"type": "call.started", "call_id": "mem-1", "to": "+14155552671", "from": "+12125550123"}
 

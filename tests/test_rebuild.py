@@ -16,6 +16,8 @@ from tests.service import RunningService, create_account, rebuild, settled, wait
 from tests.topics import read_topic
 from tests.traffic import assert_same_answers, past_every_window, post_all, script, snapshot
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.timeout(300)  # a hang guard: the test drives thousands of events through fresh services
 async def test_rebuild_gives_byte_identical_answers_and_no_new_alert_or_delivery(

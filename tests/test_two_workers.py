@@ -15,6 +15,8 @@ from tests.service import create_account, settled, start_service
 from tests.topics import read_topic
 from tests.traffic import NO_SWEEP, past_every_window, post_all, script, snapshot
 
+pytestmark = pytest.mark.slow
+
 ACCOUNTS = ("acct_TwoWorkers000001", "acct_TwoWorkers000002")
 
 

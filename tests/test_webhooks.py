@@ -28,6 +28,8 @@ from tests.receiver import Receiver, receiver_env, serving
 from tests.service import AccountKeys, RunningService, create_account, start_service
 from tests.topics import read_topic
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def hook_service(

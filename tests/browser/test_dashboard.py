@@ -21,7 +21,7 @@ from tests.service import RunningService, wait_for_status
 from tests.smtp_server import SmtpServer
 from tests.topics import read_topic
 
-pytestmark = pytest.mark.pipeline
+pytestmark = [pytest.mark.pipeline, pytest.mark.slow]
 
 NUMBER = "+14155552671"
 

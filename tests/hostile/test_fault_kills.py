@@ -55,6 +55,8 @@ from tests.service import create_account, settled, start_service, wait_for_statu
 from tests.topics import read_topic
 from tests.traffic import NO_SWEEP, assert_same_answers, on_usage_day, past_every_window, script, snapshot
 
+pytestmark = pytest.mark.slow
+
 KILLS = int(os.environ.get("CALLSCREEN_TEST_FAULT_KILLS", "4"))
 WORKERS = int(os.environ.get("CALLSCREEN_TEST_FAULT_WORKERS", "2"))
 # A failed payment on the billing topic every this many events: the first raises the alert, the rest fall
