@@ -270,8 +270,14 @@ class LocalKafka:
         return path.read_text().strip()
 
     def start(self) -> None:
+        """Starts the broker. A start of a broker that ran before in this process (`callscreen run`
+        restarting one that died) keeps its ports: its roles and edge were given them."""
         java = java_command()
         classpath = str(fetch(self.home) / "*")
+        if self.ports is not None:
+            self.launch(java, classpath)
+            self.wait_ready()
+            return
         self.dir.mkdir(parents=True, exist_ok=True)
         ports_file = self.dir / "ports.json"
         previous = json.loads(ports_file.read_text()) if ports_file.exists() else None

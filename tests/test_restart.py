@@ -16,7 +16,7 @@ import trustme
 
 from tests.receiver import Receiver, receiver_env
 from tests.rocks_options import assert_opened_within_budget, worker_databases
-from tests.service import RunningService, create_account, settled, start_service
+from tests.service import RunningService, create_account, settled, start_service, wait_for_status
 from tests.topics import read_topic
 from tests.traffic import NO_SWEEP, assert_same_answers, past_every_window, post_all, script, snapshot
 
@@ -136,8 +136,21 @@ async def test_stop_and_crash_keep_every_answer_key_alert_and_delivery(
         assert third.stop() == 0
 
 
-async def test_a_sigkilled_run_leaves_no_broker_or_role_behind(tmp_path: Path) -> None:
+async def test_a_dead_broker_comes_back_on_its_ports_and_a_sigkilled_run_leaves_nothing_behind(
+    tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
     service = start_service(tmp_path / "data")
+    account = await create_account(service.settings, http, service.base_url)
+    ports_file = service.data_dir / "kafka" / "ports.json"
+    ports = ports_file.read_text()
+    [dead] = broker_pids(service.data_dir)
+    os.kill(dead, signal.SIGKILL)
+    # `run` starts it again on the same ports, which its roles and edge know, and the service answers.
+    await wait_until(lambda: broker_pids(service.data_dir) not in ([], [dead]), 30, "the broker was not restarted")
+    start = {"type": "call.started", "call_id": "after-broker", "to": "+14155552671", "from": "+12125550123"}
+    url = f"{service.base_url}/v1/events"
+    await wait_for_status(http, "POST", url, 200, timeout_s=60, json=start, headers=account.headers)
+    assert ports_file.read_text() == ports
     pids = service_pids(service)
     assert len(pids) == 4
     os.kill(service.process.pid, signal.SIGKILL)
