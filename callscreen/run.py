@@ -11,6 +11,7 @@ import logging
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import uuid
@@ -94,11 +95,30 @@ def stop_processes(children: Children) -> None:
             process.wait()
 
 
-async def serve_edge(settings: Settings, stop: asyncio.Event, demo: bool) -> None:
+def listen(settings: Settings) -> socket.socket:
+    """The edge's socket, listening before anything else starts: a port in use stops `run` at once rather
+    than after the broker and the roles, and no other process can take the port meanwhile. A connection
+    made before the edge serves waits in the backlog."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        settings.host, settings.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        # As aiohttp's own sites do: a restart on the port of a run that just stopped must not wait.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(socket.SOMAXCONN)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+async def serve_edge(settings: Settings, sock: socket.socket, stop: asyncio.Event, demo: bool) -> None:
     app = init_app(settings)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port)
+    site = web.SockSite(runner, sock)
     await site.start()
     try:
         edge = app[EDGE]
@@ -168,6 +188,16 @@ def run(settings: Settings, demo: bool = False) -> int:
     if settings.role == "all" and not settings.reply_token:
         # The workers it starts answer its edge directly, proving themselves with this run's own token.
         settings = settings.with_overrides(reply_token=secrets.token_hex(16))
+    try:
+        sock = listen(settings)
+    except OSError as exc:
+        return refuse(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}")
+    with sock:
+        return run_with_edge(settings, sock, demo)
+
+
+def run_with_edge(settings: Settings, sock: socket.socket, demo: bool) -> int:
+    """The broker unless one is named, the roles of `all`, and the edge on `sock`, until a signal."""
     data_dir = Path(settings.data_dir)
     broker = broker_to_start(settings)
     if broker is not None:
@@ -192,7 +222,7 @@ def run(settings: Settings, demo: bool = False) -> int:
             return refuse(str(exc))
         if settings.role == "all":
             children = start_children(settings)
-        asyncio.run(_serve_until_signal(settings, demo, children, broker))
+        asyncio.run(_serve_until_signal(settings, sock, demo, children, broker))
     finally:
         stop_processes(children)
         if broker is not None:
@@ -214,13 +244,15 @@ def run_role(settings: Settings) -> int:
     return 0
 
 
-async def _serve_until_signal(settings: Settings, demo: bool, children: Children, broker: StartedBroker | None) -> None:
+async def _serve_until_signal(
+    settings: Settings, sock: socket.socket, demo: bool, children: Children, broker: StartedBroker | None
+) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     watcher = asyncio.create_task(supervise(settings, children, stop, broker))
     try:
-        await serve_edge(settings, stop, demo)
+        await serve_edge(settings, sock, stop, demo)
     finally:
         watcher.cancel()

@@ -180,3 +180,14 @@ async def test_an_unknown_event_loop_is_refused_before_anything_starts(tmp_path:
     assert done.returncode == 2
     assert done.stderr == "callscreen: event_loop must be one of uvloop, asyncio, not 'trio'\n"
     assert not (tmp_path / "data").exists()
+
+
+async def test_an_edge_port_in_use_is_refused_before_the_broker_starts(tmp_path: Path) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", free_port()))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = await asyncio.to_thread(run_until_exit, {}, "--port", str(port), "--data-dir", str(tmp_path / "data"))
+    assert done.returncode == 2
+    assert done.stderr.endswith(f"callscreen: cannot listen on 127.0.0.1:{port}: Address already in use\n")
+    assert not (tmp_path / "data" / "kafka").exists()
