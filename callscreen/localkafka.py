@@ -27,7 +27,9 @@ from typing import TextIO
 
 from aiokafka.admin import AIOKafkaAdminClient
 
+from infra.kafka import auth
 from infra.ports import free_ports, port_open
+from infra.settings import Settings
 
 POM = Path(__file__).resolve().parent.parent / "deploy" / "kafka" / "pom.xml"
 MIN_JAVA = 17
@@ -365,20 +367,20 @@ class LocalKafka:
 
     async def _answers(self) -> bool:
         assert self.ports is not None
-        client_auth: dict[str, str] = {}
+        client = Settings()
         if self.sasl_users:
             name, password = next(iter(self.sasl_users.items()))
-            client_auth = {
-                "security_protocol": "SASL_PLAINTEXT",
-                "sasl_mechanism": "SCRAM-SHA-256",
-                "sasl_plain_username": name,
-                "sasl_plain_password": password,
-            }
-        listeners = [(self.ports.internal, {}), (self.ports.client, client_auth)]
-        return all([await self._names_this_broker(port, auth) for port, auth in listeners])
+            client = Settings(
+                kafka_security_protocol="SASL_PLAINTEXT",
+                kafka_sasl_mechanism="SCRAM-SHA-256",
+                kafka_sasl_username=name,
+                kafka_sasl_password=password,
+            )
+        listeners = [(self.ports.internal, Settings()), (self.ports.client, client)]
+        return all([await self._names_this_broker(port, settings) for port, settings in listeners])
 
-    async def _names_this_broker(self, port: int, auth: dict[str, str]) -> bool:
-        admin = AIOKafkaAdminClient(bootstrap_servers=f"{self.host}:{port}", request_timeout_ms=3000, **auth)
+    async def _names_this_broker(self, port: int, settings: Settings) -> bool:
+        admin = AIOKafkaAdminClient(bootstrap_servers=f"{self.host}:{port}", request_timeout_ms=3000, **auth(settings))
         try:
             await admin.start()
             cluster = await admin.describe_cluster()
