@@ -33,7 +33,7 @@ from faust.stores.rocksdb import Store as RocksDBStore
 from faust.streams import current_event
 from rocksdict import Rdict
 
-from processors.rocks import write_rows
+from processors.rocks import persist, write_rows
 from processors.row_cache import RowCache, fits
 
 # Queues a partition's changelog records (topic, partition, [(key, value or None to delete)]); returns their acks.
@@ -130,6 +130,14 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
     def _put(self, by_partition: dict[int, list[tuple[bytes, bytes | None]]]) -> None:
         for partition, rows in by_partition.items():
             write_rows(self._partition_db(partition), rows)
+
+    def persist(self) -> None:
+        """Every row written so far on disk, in each partition's database this worker has open."""
+        self.put_pending()
+        store = self.data
+        assert isinstance(store, RocksDBStore)
+        for db in store._dbs.values():
+            persist(db)
 
     def written_items(self) -> Any:
         """Every row this worker holds, what was written since the last flush included."""

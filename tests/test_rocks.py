@@ -3,6 +3,8 @@ worker, whose every table partition and feature view must be opened within it.""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import aiohttp
@@ -14,6 +16,7 @@ from tests.service import AccountKeys, RunningService
 from tests.traffic import post_all, script
 
 ROWS, ROW_BYTES = 4000, 500
+ROOT = Path(__file__).resolve().parent.parent
 TABLES = ("alert_store", "billing", "call_index", "calls", "number_sweeps", "number_windows", "sweeps")
 
 
@@ -91,3 +94,31 @@ async def test_the_running_worker_opens_every_database_within_the_budget(
     assert any(p.name == "features" for p in databases)
     for db_dir in databases:
         assert_opened_within_budget(db_dir)
+
+
+HARD_EXIT = """
+import os, sys
+from pathlib import Path
+from processors.rocks import BudgetedFaustOptions, RocksBudget, persist, write_rows
+db = BudgetedFaustOptions(RocksBudget(8)).open(Path(sys.argv[1]))
+write_rows(db, [(b"row", b"x" * 6000), (b"gone", None)])
+if sys.argv[2] == "persist":
+    persist(db)
+# As a kill would: no destructor runs, so RocksDB does not flush the memtable on close.
+os._exit(0)
+"""
+
+
+def rows_after_a_hard_exit(path: Path, how: str) -> tuple[bytes | None, bytes | None]:
+    subprocess.run([sys.executable, "-c", HARD_EXIT, str(path), how], check=True, cwd=ROOT)
+    db = BudgetedFaustOptions(RocksBudget(8)).open(path)
+    try:
+        return db.get(b"row"), db.get(b"gone")
+    finally:
+        db.close()
+
+
+def test_a_table_database_writes_without_the_log_and_persist_puts_its_rows_on_disk(tmp_path: Path) -> None:
+    # No write-ahead log: rows never flushed to disk are gone after the process dies.
+    assert rows_after_a_hard_exit(tmp_path / "table-0", "exit") == (None, None)
+    assert rows_after_a_hard_exit(tmp_path / "table-1", "persist") == (b"x" * 6000, None)
