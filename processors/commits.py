@@ -239,14 +239,15 @@ class Commits:
             return False
 
     async def close(self, timeout_s: float) -> bool:
-        """At a clean stop: fold nothing more, hand everything over (`hand_over`), then put the tables on
-        disk, which RocksDB writes without its log (processors/rocks.py). True when all of that was done."""
+        """At a clean stop: fold nothing more, hand everything over (`hand_over`), then put the view and the
+        tables on disk, which RocksDB writes without its log (processors/rocks.py). True when all was done."""
         self._closing = True
-        if not await self.hand_over(timeout_s):
-            # The unclean mark stays, and the next start drops the tables and recovers them.
-            return False
-        self.tables.persist()
-        return True
+        handed_over = await self.hand_over(timeout_s)
+        self.view_store.persist()
+        if handed_over:
+            # Otherwise the unclean mark stays, and the next start drops the tables and recovers them.
+            self.tables.persist()
+        return handed_over
 
     async def flush(self) -> int:
         """Send every table's changed keys to its changelog; once they, every earlier flush's and what the

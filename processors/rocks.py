@@ -79,6 +79,15 @@ class RocksBudget:
         return Rdict(str(path), options=options, column_families={"default": options})
 
 
+def unlogged(db: Rdict) -> Rdict:
+    """`db`, its writes from now on without RocksDB's write-ahead log."""
+    options = WriteOptions()
+    # A property at run time; rocksdict's type stub declares it a method.
+    options.disable_wal = True  # type: ignore[method-assign,assignment]
+    db.set_write_options(options)
+    return db
+
+
 def persist(db: Rdict) -> None:
     """Write the database's memtables to disk: what a write without RocksDB's log keeps past a stop."""
     db.flush(wait=True)
@@ -115,11 +124,7 @@ class BudgetedFaustOptions(RocksDBOptions):
         memtable, the offset Faust stores with the rows included, so a table that lost its memtable is
         recovered from its changelog from that offset. A clean stop writes the memtables to disk
         (`persist`), as RocksDB does when it closes a database, so the next start has nothing to recover.
-        The feature view keeps its log: it is not kept on a changelog."""
+        The feature view writes without it too (`processors/rocks_store.py`)."""
         db = self.budget.open(path)
         db.set_read_options(ReadOptions())
-        unlogged = WriteOptions()
-        # A property at run time; rocksdict's type stub declares it a method.
-        unlogged.disable_wal = True  # type: ignore[method-assign,assignment]
-        db.set_write_options(unlogged)
-        return db
+        return unlogged(db)

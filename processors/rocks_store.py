@@ -8,6 +8,10 @@ calls `write_pending` in each changelog flush, before it acknowledges the events
 a committed offset never runs ahead of the view; the mirror's positions reach RocksDB in the same
 batch as the facts they cover. After a crash the mirror reads the log up to its end before any event
 is folded (`processors/mirror.py`), so a fact the flush had not written but the log holds is back.
+
+Its writes skip RocksDB's write-ahead log, as the tables' do (processors/rocks.py): what RocksDB holds on
+disk is always a whole memtable flush, the mirror's positions with the facts they cover, so a crash leaves
+an earlier view that the mirror brings up to date from the log. A clean stop writes it to disk (`persist`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from processors.rocks import RocksBudget, write_rows
+from processors.rocks import RocksBudget, persist, unlogged, write_rows
 
 # Values read since the last `write_pending` kept decoded, at most this many.
 READ_KEPT = 4096
@@ -27,7 +31,7 @@ _UNREAD = object()
 class RocksStore:
     def __init__(self, path: Path, budget: RocksBudget) -> None:
         path.mkdir(parents=True, exist_ok=True)
-        self.db = budget.open(path)
+        self.db = unlogged(budget.open(path))
         self._pending: dict[bytes, bytes] = {}
         # A start reads its features, then its own fact is applied to the same keys: the second read of each
         # is the first one's value, absent keys included. A value read is the store's own: the view changes
@@ -58,6 +62,11 @@ class RocksStore:
         if self._pending:
             write_rows(self.db, self._pending.items())
             self._pending = {}
+
+    def persist(self) -> None:
+        """Every put so far on disk: a clean stop's, as RocksDB writes the view without its log."""
+        self.write_pending()
+        persist(self.db)
 
     def close(self) -> None:
         self.write_pending()

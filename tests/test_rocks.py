@@ -11,6 +11,7 @@ import aiohttp
 
 from infra.clock import now_ms
 from processors.rocks import MB, MEMTABLE_BYTES, BudgetedFaustOptions, RocksBudget
+from processors.rocks_store import RocksStore
 from tests.rocks_options import assert_opened_within_budget, worker_databases
 from tests.service import AccountKeys, RunningService
 from tests.traffic import post_all, script
@@ -122,3 +123,29 @@ def test_a_table_database_writes_without_the_log_and_persist_puts_its_rows_on_di
     # No write-ahead log: rows never flushed to disk are gone after the process dies.
     assert rows_after_a_hard_exit(tmp_path / "table-0", "exit") == (None, None)
     assert rows_after_a_hard_exit(tmp_path / "table-1", "persist") == (b"x" * 6000, None)
+
+
+VIEW_HARD_EXIT = """
+import os, sys
+from pathlib import Path
+from processors.rocks import RocksBudget
+from processors.rocks_store import RocksStore
+store = RocksStore(Path(sys.argv[1]), RocksBudget(8))
+store.put("kept", {"n": 1})
+store.write_pending()
+if sys.argv[2] == "persist":
+    store.put("late", [2])
+    store.persist()
+os._exit(0)
+"""
+
+
+def test_the_feature_view_writes_without_the_log_and_persist_puts_its_puts_on_disk(tmp_path: Path) -> None:
+    for how, found in (("exit", (None, None)), ("persist", ({"n": 1}, [2]))):
+        path = tmp_path / how
+        subprocess.run([sys.executable, "-c", VIEW_HARD_EXIT, str(path), how], check=True, cwd=ROOT)
+        store = RocksStore(path, RocksBudget(8))
+        try:
+            assert (how, store.get("kept"), store.get("late")) == (how, *found)
+        finally:
+            store.close()
