@@ -17,7 +17,8 @@ MAX_VALUE_BYTES = 512 * 1024
 
 class Store(Protocol):
     def get(self, key: str) -> Any:
-        """The value under `key`, or None. It may be the store's own: a caller changes it only to put it back."""
+        """The value under `key`, or None. It may be the store's own: a caller changes it only to put it back,
+        and leaves a value it put unchanged."""
         ...
 
     def put(self, key: str, value: Any) -> None: ...

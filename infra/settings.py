@@ -111,8 +111,8 @@ class Settings:
     # Table rows a worker keeps decoded after reading or writing them, by their encoded size (the decoded
     # structs take a few times more). Room for the rows of the calls a burst leaves open: at 4 MB the
     # worker decoded most rows again after an overload (docs/profiles/README.md, "Rows the collector never
-    # walks"). `row_cache_check` decodes every kept struct again and fails on a difference: for tests, not
-    # for production.
+    # walks"). `row_cache_check` decodes every kept struct, and every value the feature view keeps as it
+    # was put, again and fails on a difference: for tests, not for production.
     row_cache_mb: int = 16
     row_cache_check: bool = False
     # How often the sweep looks for calls and numbers a rule may trip without a further event.

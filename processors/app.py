@@ -105,7 +105,7 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
     feed_folds()
     app = make_faust_app(settings, generation.app_id(settings), worker_dir / "faust")
     rocks = RocksBudget(settings.rocksdb_memory_mb)
-    view_store = RocksStore(worker_dir / "features", rocks)
+    view_store = RocksStore(worker_dir / "features", rocks, check=settings.row_cache_check)
     view = FeatureView(view_store, settings.rules.scoring)
     progress = Progress(settings, app, generation)
     mirror = FactMirror(settings, view, generation, progress.holds_every_partition)

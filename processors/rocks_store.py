@@ -22,20 +22,25 @@ from typing import Any
 import msgspec
 
 from processors.rocks import RocksBudget, persist, unlogged, write_rows
+from processors.row_cache import RowMismatch, same
 
-# Values read since the last `write_pending` kept decoded, at most this many.
-READ_KEPT = 4096
+# Values read or put kept decoded, at most this many (then forgotten all at once).
+READ_KEPT = 16384
+# What a put of a value of these types keeps is the value itself: JSON gives it back as it is.
+_PLAIN = (dict, list, str, int, float, bool)
 _UNREAD = object()
 
 
 class RocksStore:
-    def __init__(self, path: Path, budget: RocksBudget) -> None:
+    def __init__(self, path: Path, budget: RocksBudget, check: bool = False) -> None:
         path.mkdir(parents=True, exist_ok=True)
         self.db = unlogged(budget.open(path))
+        self.check = check
         self._pending: dict[bytes, bytes] = {}
-        # A start reads its features, then its own fact is applied to the same keys: the second read of each
-        # is the first one's value, absent keys included. A value read is the store's own: the view changes
-        # one only to put it back, and a put forgets the key (the value put may be a struct, not builtins).
+        # A start reads its features, then its own fact is applied to the same keys, and the call's end and
+        # the account's next start read what it put: most reads are of a value read or put before, absent
+        # keys included (docs/profiles/README.md, "The view's values kept"). A value kept is the store's own:
+        # the view changes one only to put it back. A struct put is forgotten: a get gives builtins.
         self._read: dict[str, Any] = {}
 
     def get(self, key: str) -> Any:
@@ -47,18 +52,26 @@ class RocksStore:
         if raw is None:
             raw = self.db.get(raw_key)
         value = None if raw is None else msgspec.json.decode(raw)
-        if len(self._read) >= READ_KEPT:
-            self._read = {}
-        self._read[key] = value
+        self._keep(key, value)
         return value
 
     def put(self, key: str, value: Any) -> None:
-        self._pending[key.encode()] = msgspec.json.encode(value)
-        self._read.pop(key, None)
+        raw = msgspec.json.encode(value)
+        self._pending[key.encode()] = raw
+        if type(value) not in _PLAIN:
+            self._read.pop(key, None)
+            return
+        if self.check and not same(value, decoded := msgspec.json.decode(raw)):
+            raise RowMismatch(f"view value {key} put as {value!r}, read back as {decoded!r}")
+        self._keep(key, value)
+
+    def _keep(self, key: str, value: Any) -> None:
+        if len(self._read) >= READ_KEPT:
+            self._read = {}
+        self._read[key] = value
 
     def write_pending(self) -> None:
         """Write every put since the last call to RocksDB, in one batch."""
-        self._read = {}
         if self._pending:
             write_rows(self.db, self._pending.items())
             self._pending = {}

@@ -15,6 +15,7 @@ from domain.rules import ScoringRules
 from domain.store import MemoryStore, Store
 from processors.rocks import RocksBudget
 from processors.rocks_store import RocksStore
+from processors.row_cache import RowMismatch
 
 
 @pytest.fixture(params=["memory", "rocksdb"])
@@ -93,18 +94,31 @@ class CountingReads:
         return getattr(self.db, name)
 
 
-def test_rocksdb_reads_a_key_once_between_flushes_absent_ones_included(tmp_path: Path) -> None:
-    store = RocksStore(tmp_path / "db", RocksBudget(8))
-    store.put("a", {"n": 1})
-    store.write_pending()
+def test_rocksdb_reads_a_key_once_absent_ones_included_and_never_one_it_put(tmp_path: Path) -> None:
+    budget = RocksBudget(8)
+    first = RocksStore(tmp_path / "db", budget)
+    first.put("a", {"n": 1})
+    first.close()
+    store = RocksStore(tmp_path / "db", budget)
     counted = CountingReads(store.db)
     store.db = cast(Any, counted)
     assert [store.get("a"), store.get("a"), store.get("gone"), store.get("gone")] == [{"n": 1}, {"n": 1}, None, None]
     assert counted.reads == 2
+    # Kept past a flush, and a value put is kept as it was put, not read back.
     store.write_pending()
-    assert store.get("a") == {"n": 1}
-    assert counted.reads == 3
+    store.put("b", [1, 2])
+    store.write_pending()
+    assert (store.get("a"), store.get("b"), store.get("gone")) == ({"n": 1}, [1, 2], None)
+    assert counted.reads == 2
     store.db = counted.db
+    store.close()
+
+
+def test_rocksdb_in_check_mode_refuses_a_value_json_would_give_back_changed(tmp_path: Path) -> None:
+    store = RocksStore(tmp_path / "db", RocksBudget(8), check=True)
+    store.put("fine", {"n": [1, 2], "s": "x", "f": 0.5})
+    with pytest.raises(RowMismatch):
+        store.put("tuple", {"n": (1, 2)})
     store.close()
 
 
