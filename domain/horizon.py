@@ -43,12 +43,28 @@ def track(read: Lookup, space: str, account: str, partition: int, at: int) -> di
     return index.additions(read, hot, "", partition, index.DayEntry(day, name))
 
 
+def cut(at: int, hot_days: int) -> int:
+    """The first day still hot at `at`: the records of the days before it leave."""
+    return at - at % DAY_MS - hot_days * DAY_MS
+
+
+def days_key(space: str, partition: int) -> str:
+    """The key of the days on which `partition` has `space` records, oldest first."""
+    return keys.index_days(hot_space(space), "", partition)
+
+
+def oldest_day(read: Lookup, space: str, partition: int) -> int | None:
+    """The oldest day on which `partition` has `space` records, None when it has none: `evict` takes
+    nothing out while it is not before `cut`."""
+    days: list[int] = read(days_key(space, partition)) or []
+    return days[0] if days else None
+
+
 def evict(read: Lookup, scan: Scan, space: str, partition: int, at: int, hot_days: int) -> Eviction | None:
     """One account's day of `space` records in `partition` that is past the horizon at `at`, if any."""
-    cut = at - at % DAY_MS - hot_days * DAY_MS
     hot = hot_space(space)
-    days: list[int] = read(keys.index_days(hot, "", partition)) or []
-    if not days or days[0] >= cut:
+    days: list[int] = read(days_key(space, partition)) or []
+    if not days or days[0] >= cut(at, hot_days):
         return None
     # A day entry's hour is its day's start.
     raw, writes = index.pop_first(read, scan, hot, "", partition, days[0])

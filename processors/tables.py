@@ -34,6 +34,11 @@ class Tables:
         self.max_value_bytes = max_value_bytes
         self.rows = rows
         self.all: dict[str, WriteBehindTable] = {}
+        # Each (table, space, partition)'s oldest day on the horizon's index, and the table's `resets`
+        # when it was read: every event asks whether a day is past the horizon, and almost never is one
+        # (docs/profiles/README.md, "The horizon asked once a day"). A write of the days' key forgets it.
+        self._oldest_day: dict[tuple[str, str, int], tuple[int, int | None]] = {}
+        self._days_keys: dict[tuple[str, str], tuple[str, str, int]] = {}
 
     def table(self, name: str) -> WriteBehindTable:
         """The table `name`, registered with the app on first use."""
@@ -92,6 +97,9 @@ class Tables:
     def write(self, name: str, writes: dict[str, Any]) -> None:
         """Each key's new value; None deletes it."""
         for key, value in writes.items():
+            days_of = self._days_keys.get((name, key))
+            if days_of is not None:
+                self._oldest_day.pop(days_of, None)
             if value is None:
                 self.delete(name, key)
             else:
@@ -103,6 +111,15 @@ class Tables:
 
     def evict(self, name: str, space: str, partition: int, at: int, hot_days: int) -> horizon.Eviction | None:
         """Takes one account's day past the horizon out of the index in `name`; the caller deletes the rows."""
+        resets = self.all[name].resets
+        known = self._oldest_day.get((name, space, partition))
+        if known is None or known[0] != resets:
+            known = (resets, horizon.oldest_day(self.reader(name), space, partition))
+            self._oldest_day[(name, space, partition)] = known
+            self._days_keys[(name, horizon.days_key(space, partition))] = (name, space, partition)
+        oldest = known[1]
+        if oldest is None or oldest >= horizon.cut(at, hot_days):
+            return None
         eviction = horizon.evict(self.reader(name), self.scanner(name), space, partition, at, hot_days)
         if eviction is not None:
             self.write(name, eviction.writes)

@@ -51,6 +51,9 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
         self._dirty: dict[tuple[int, bytes], bytes | None] = {}
         # Whether RocksDB holds every dirty row already: a timer reads row after row, each through `put_pending`.
         self._pending_put = True
+        # How many times a rebalance or a recovery changed rows under the folds: what a caller derived
+        # from rows read before is stale once it moves.
+        self.resets = 0
 
     def decoded(self, key: bytes, kind: Any) -> Any:
         """The row under `key` decoded as `kind`, or None."""
@@ -150,6 +153,7 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
         # Into the databases while this worker still has them open; what is kept may be another worker's next.
         self.put_pending()
         self._rows.drop_table(self.name)
+        self.resets += 1
         await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
 
     def apply_changelog_batch(self, batch: Iterable[Any]) -> None:
@@ -158,6 +162,7 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
         for record in batch:
             self._rows.drop((self.name, record.message.partition, record.message.key))
         super().apply_changelog_batch(batch)
+        self.resets += 1
         # It may have written an older value over a dirty row: the next `put_pending` writes them again.
         self._pending_put = False
 

@@ -92,3 +92,20 @@ async def test_a_partitions_events_past_the_horizon_take_its_old_calls_out_and_a
     await settled(service.settings)
     assert await answer(http, service, account, f"/v1/calls/{old}") == gone
     assert await listed(http, service, account) == sorted([new, elsewhere])
+
+
+async def test_a_call_reported_late_into_a_day_past_the_horizon_leaves_at_the_partitions_next_event(
+    short_horizon: RunningService, http: aiohttp.ClientSession
+) -> None:
+    service = short_horizon
+    account = await create_account(service.settings, http, service.base_url)
+    # A partition the other test leaves alone, so that its first event here is today's.
+    first, late, next_one, *_ = sorted(ids_by_partition(account.account_id, service.settings.partitions).items())[2][1]
+    now = now_ms()
+    await call(http, service, account, first, now, quiet=False)
+    # Its day is older than any the partition had: the worker's note of the oldest day must move.
+    await call(http, service, account, late, now - (HOT_DAYS + 10) * DAY_MS, quiet=True)
+    assert (await answer(http, service, account, f"/v1/calls/{late}"))[0] == 200
+    await call(http, service, account, next_one, now, quiet=False)
+    assert await answer(http, service, account, f"/v1/calls/{late}") == (404, {"error": "not_found"})
+    assert await listed(http, service, account) == sorted([first, next_one])

@@ -117,3 +117,15 @@ def test_the_same_folds_give_the_same_tables() -> None:
     trail = [first.fold(*fold) for fold in folds]
     assert [second.fold(*fold) for fold in folds] == trail
     assert first.index == second.index and first.rows == second.rows
+
+
+def test_nothing_is_evicted_while_the_oldest_day_is_not_before_the_cut() -> None:
+    # The worker asks `oldest_day` once and `evict` only when that day is before the cut (processors/tables.py).
+    worker = Worker()
+    for n, at in enumerate((day(3, 5), day(1, 2), day(40, 1), day(2, 7))):
+        worker.fold("acct_a", f"c{n}", at, fold_at=day(0))
+    for at in (day(0), day(31), day(31, 23), day(32), day(33), day(70), day(71)):
+        oldest = horizon.oldest_day(worker.index.get, "calls", PARTITION)
+        quiet = oldest is None or oldest >= horizon.cut(at, HOT_DAYS)
+        assert (at, quiet) == (at, worker.tick(at) is None)
+    assert horizon.oldest_day(worker.index.get, "calls", PARTITION) is None
