@@ -110,8 +110,13 @@ os._exit(0)
 """
 
 
+def hard_exit_after(script: str, path: Path, how: str) -> None:
+    """Runs `script` on the database at `path` in a process of its own, which ends as a kill would."""
+    subprocess.run([sys.executable, "-c", script, str(path), how], check=True, cwd=ROOT)
+
+
 def rows_after_a_hard_exit(path: Path, how: str) -> tuple[bytes | None, bytes | None]:
-    subprocess.run([sys.executable, "-c", HARD_EXIT, str(path), how], check=True, cwd=ROOT)
+    hard_exit_after(HARD_EXIT, path, how)
     db = BudgetedFaustOptions(RocksBudget(8)).open(path)
     try:
         return db.get(b"row"), db.get(b"gone")
@@ -143,7 +148,7 @@ os._exit(0)
 def test_the_feature_view_writes_without_the_log_and_persist_puts_its_puts_on_disk(tmp_path: Path) -> None:
     for how, found in (("exit", (None, None)), ("persist", ({"n": 1}, [2]))):
         path = tmp_path / how
-        subprocess.run([sys.executable, "-c", VIEW_HARD_EXIT, str(path), how], check=True, cwd=ROOT)
+        hard_exit_after(VIEW_HARD_EXIT, path, how)
         store = RocksStore(path, RocksBudget(8))
         try:
             assert (how, store.get("kept"), store.get("late")) == (how, *found)
