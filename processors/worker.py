@@ -10,7 +10,7 @@ from pathlib import Path
 import faust
 
 from infra.control import current_generation, log_identity
-from infra.heap import freeze_startup_objects, map_large_blocks
+from infra.heap import collect_less_often, freeze_startup_objects, map_large_blocks
 from infra.kafka import ensure_changelogs
 from infra.settings import Settings
 from processors.app import create_app
@@ -33,6 +33,7 @@ def run_worker(settings: Settings) -> None:
     asyncio.run(ensure_changelogs(settings, [table.changelog_topic.get_topic_name() for table in app.tables.values()]))
     worker = faust.Worker(app, loglevel=settings.log_level, quiet=True, override_logging=False)
     freeze_startup_objects()
+    collect_less_often()
     worker.execute_from_commandline()
 
 
