@@ -9,7 +9,6 @@ store, a setting or a clock; time is the event's.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -98,8 +97,7 @@ class Alias(msgspec.Struct, frozen=True, tag_field="kind", tag="alias", gc=False
 Stored = CallState | Alias
 
 
-@dataclass(frozen=True)
-class StartContext:
+class StartContext(msgspec.Struct, frozen=True, gc=False):
     """What an event may read beyond its own call's state, gathered before the fold."""
 
     alias: str | None = None
@@ -109,22 +107,21 @@ class StartContext:
     number_known: bool = False
     scored_today: int = 0
     caller_calls: int = 0
-    history: History = field(default_factory=History)
+    history: History = History()
     network_accounts: int = 0
     first_seen: int | None = None
     patterns: frozenset[str] = frozenset()
     block: PublicBlock | None = None
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(msgspec.Struct, frozen=True, gc=False):
     """What one event does: the answer, and what the shell must write and append."""
 
     status: int
     body: Any
     state: Stored | None = None
-    facts: list[Fact] = field(default_factory=list)
-    alerts: list[Alert] = field(default_factory=list)
+    facts: list[Fact] = []
+    alerts: list[Alert] = []
     # The call this event belongs to: the shell appends it again under that call's key.
     forward: str | None = None
 

@@ -129,14 +129,13 @@ class Detection:
     window_start: int = 0
 
 
-@dataclass(frozen=True)
-class Observed:
+class Observed(msgspec.Struct, frozen=True, gc=False):
     window: NumberWindow
     alerts: list[Alert]
     facts: list[Fact]
     # The echo to keep for this fact, and the facts whose echoes may now be dropped.
     echo: Echo | None = None
-    forgotten: list[str] = field(default_factory=list)
+    forgotten: list[str] = []
 
 
 class _Working:

@@ -13,7 +13,6 @@ Only lengths, counts and 12-hex hashes are ever here; text never reaches a worke
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
 
 import msgspec
 
@@ -122,8 +121,7 @@ class LiveState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         return self.current.interruptions
 
 
-@dataclass(frozen=True)
-class Folded:
+class Folded(msgspec.Struct, frozen=True, gc=False):
     state: LiveState
     # The call's first alert-level flag tripped with this event (it raises `call.suspicious`).
     tripped_alert: bool

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 from domain.facts import LastCall, Prior, PublicBlock, ScoreResult, Thresholds
 from domain.rules import DAY_MS, ScoringRules
 
 
-@dataclass(frozen=True)
-class Last:
+class Last(msgspec.Struct, frozen=True, gc=False):
     score: int
     at: int
 
 
-@dataclass(frozen=True)
-class History:
+class History(msgspec.Struct, frozen=True, gc=False):
     """What the network knows of a caller before this call."""
 
     calls: int = 0
@@ -31,8 +29,7 @@ class History:
         return max(candidates, key=lambda c: c.at) if candidates else None
 
 
-@dataclass(frozen=True)
-class Signals:
+class Signals(msgspec.Struct, frozen=True, gc=False):
     """Everything the score reads about one start."""
 
     at: int
@@ -46,8 +43,8 @@ class Signals:
     forwarded: bool = False
     caller_calls_10m: int = 1
     patterns: frozenset[str] = frozenset()
-    history: History = field(default_factory=History)
-    checks: dict[str, int] = field(default_factory=dict)
+    history: History = History()
+    checks: dict[str, int] = {}
 
 
 ATTESTATION_REASONS = {
@@ -145,8 +142,7 @@ def score_start(call_id: str, s: Signals, rules: ScoringRules) -> ScoreResult:
     return result(round(score, 4), reasons)
 
 
-@dataclass(frozen=True)
-class Ending:
+class Ending(msgspec.Struct, frozen=True, gc=False):
     """What the end of a call adds to its spam score."""
 
     duration_s: int = 0
