@@ -43,6 +43,8 @@ K = keys.View
 WINDOW_KEEP = 64
 BUCKET_DAYS = 8
 PATTERNS_KEEP = 64
+# msgspec analyses a generic type on every convert: 2.3 us for an empty list, 1.3 with the alias kept.
+_PATTERNS = list[PatternActive]
 
 
 class FeatureView:
@@ -111,8 +113,7 @@ class FeatureView:
         )
 
     def patterns(self, account: str, number: str, at: int) -> list[PatternActive]:
-        active = msgspec.convert(self.store.get(K.patterns(account, number)) or [], list[PatternActive])
-        return [p for p in active if p.since <= at < p.until]
+        return [p for p in self._active(K.patterns(account, number)) if p.since <= at < p.until]
 
     def delivery(self, alert_id: str) -> dict[str, Any] | None:
         found: dict[str, Any] | None = self.store.get(K.delivery(alert_id))
@@ -194,7 +195,7 @@ class FeatureView:
 
     def _pattern(self, fact: PatternActive) -> bool:
         key = K.patterns(fact.account_id, fact.number)
-        active = [p for p in msgspec.convert(self.store.get(key) or [], list[PatternActive]) if p.until > fact.since]
+        active = [p for p in self._active(key) if p.until > fact.since]
         if any(p.id == fact.id for p in active):
             return False
         # One entry per (pattern, match, width), the latest-lasting, and only the newest few: a flood of
@@ -267,6 +268,11 @@ class FeatureView:
             h["settled"] = settled
         self.store.put(K.history(fact.caller), h)
         return True
+
+    def _active(self, key: str) -> list[PatternActive]:
+        """The patterns stored under `key` (most numbers have none: no convert then)."""
+        stored = self.store.get(key)
+        return msgspec.convert(stored, _PATTERNS) if stored else []
 
     def _raw_history(self, caller: str) -> dict[str, Any]:
         found: dict[str, Any] | None = self.store.get(K.history(caller))
