@@ -38,9 +38,6 @@ MB = 1024 * 1024
 # A memtable is flushed at this size even when the budget has room: keeps each flush short.
 MEMTABLE_BYTES = 4 * MB
 BLOOM_BITS_PER_KEY = 10
-# A bloom filter over each memtable's keys, this fraction of its size: most reads are of absent keys,
-# and each searched the memtable's skip list before the files' filters.
-MEMTABLE_BLOOM_RATIO = 0.02
 # RocksDB keeps every table file open by default; a worker holds 6 x partitions + 1 databases.
 MAX_OPEN_FILES = 256
 
@@ -67,10 +64,6 @@ class RocksBudget:
         options.set_write_buffer_size(MEMTABLE_BYTES)
         options.set_max_write_buffer_number(2)
         options.set_write_buffer_manager(self.write_buffers)
-        # An absent key's read took 0.9–1.0 µs without it and 0.35–0.45 with (docs/profiles/README.md, "Absent keys
-        # answered by the memtable's filter"); 80 KB a memtable.
-        options.set_memtable_prefix_bloom_ratio(MEMTABLE_BLOOM_RATIO)
-        options.set_memtable_whole_key_filtering(True)
         table = BlockBasedOptions()
         table.set_block_cache(self.cache)
         table.set_cache_index_and_filter_blocks(False)
