@@ -41,13 +41,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
-import aiohttp
 import orjson
+import uvloop
 
+from bench.http_client import Client, HttpError
 from bench.traffic import BenchAccount, call_ended, call_started, caller_number, full_call, pick
 
 REQUEST_TIMEOUT_S = 10.0
+
+# Latencies are read from here, not from the loop's clock: uvloop's is libuv's, in whole milliseconds.
+clock = time.perf_counter
 
 
 @dataclass
@@ -162,27 +167,24 @@ def plan_calls(spec: Spec, rng: random.Random, wall0_ms: int) -> Plan:
 
 async def drive(spec: Spec) -> dict[str, Any]:
     rng = random.Random(spec.seed)
-    loop = asyncio.get_running_loop()
     wall0_ms = int(time.time() * 1000) + 500
     plan = plan_starts(spec, rng, wall0_ms) if spec.mode == "starts" else plan_calls(spec, rng, wall0_ms)
     samples: list[Sample] = []
     unmeasured: list[Sample] = []
-    connector = aiohttp.TCPConnector(limit=spec.connections, force_close=False)
-    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
-    url = f"{spec.base_url}/v1/events"
     error_bodies: Counter[str] = Counter()
     skipped = 0
     # Per call: its account's key, then the events of each type the service acknowledged.
     acknowledged: dict[str, dict[str, Any]] = {}
 
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
+    http = Client(spec.base_url, spec.connections, REQUEST_TIMEOUT_S)
+    try:
         # Open the pool before the clock starts so the first second does not pay for connects.
-        await asyncio.gather(*(http.get(f"{spec.base_url}/healthz") for _ in range(min(32, spec.connections))))
-        t0 = loop.time() + 0.5
+        await asyncio.gather(*(http.request("GET", "/healthz") for _ in range(min(32, spec.connections))))
+        t0 = clock() + 0.5
 
         async def one_call(key: str, events: list[tuple[float, dict[str, Any], bool]]) -> None:
             nonlocal skipped
-            headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+            headers = f"Authorization: Bearer {key}\r\nContent-Type: application/json\r\n".encode()
             # Where the call's start failed: a platform gives up monitoring a call it could not start, so
             # its turns are not sent. Each counts as an error (infinitely slow) at that failure's time, not
             # at its own: the failure is the start's, and a later window would charge it to a service that
@@ -198,22 +200,20 @@ async def drive(spec: Spec) -> dict[str, Any]:
                         samples.append(Sample(body["type"], failed_at, math.inf, 0, 0.0))
                     continue
                 intended = t0 + offset
-                delay = intended - loop.time()
+                delay = intended - clock()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                sent = loop.time()
+                sent = clock()
                 status = 0
                 try:
-                    async with http.post(url, data=orjson.dumps(body), headers=headers) as response:
-                        status = response.status
-                        payload = await response.read()
-                        if status >= 300:
-                            error_bodies[f"{status} {payload[:80].decode(errors='replace')}"] += 1
-                        else:
-                            acks[body["type"]] += 1
-                except (TimeoutError, aiohttp.ClientError) as exc:
+                    status, payload = await http.request("POST", "/v1/events", orjson.dumps(body), headers)
+                    if status >= 300:
+                        error_bodies[f"{status} {payload[:80].decode(errors='replace')}"] += 1
+                    else:
+                        acks[body["type"]] += 1
+                except (TimeoutError, HttpError) as exc:
                     error_bodies[type(exc).__name__] += 1
-                done = loop.time()
+                done = clock()
                 latency = done - intended if status else math.inf
                 sample = Sample(body["type"], offset, latency, status, sent - intended)
                 if failed_at is not None:
@@ -230,10 +230,12 @@ async def drive(spec: Spec) -> dict[str, Any]:
 
         tasks = [asyncio.create_task(one_call(key, events)) for key, events in plan.calls]
         last = max((events[-1][0] for _, events in plan.calls if events), default=0.0)
-        _done, pending = await asyncio.wait(tasks, timeout=max(0.0, t0 + last - loop.time()) + spec.drain_s)
+        _done, pending = await asyncio.wait(tasks, timeout=max(0.0, t0 + last - clock()) + spec.drain_s)
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+    finally:
+        http.close()
     offered = sum(1 for _, events in plan.calls for _, _, measured in events if measured)
     extra: dict[str, Any] = {"skipped": skipped, "calls": len(plan.calls)}
     if spec.ledger:
@@ -256,15 +258,14 @@ def gate_form(call_sid: str, number: str, caller: str, stir: str) -> dict[str, s
 
 async def drive_gate(spec: Spec) -> dict[str, Any]:
     rng = random.Random(spec.seed)
-    loop = asyncio.get_running_loop()
     arrivals = poisson_arrivals(rng, spec.rate, spec.duration_s)
     samples: list[Sample] = []
     error_bodies: Counter[str] = Counter()
-    connector = aiohttp.TCPConnector(limit=spec.connections)
-    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
-        await asyncio.gather(*(http.get(f"{spec.base_url}/healthz") for _ in range(min(32, spec.connections))))
-        t0 = loop.time() + 0.5
+    form_headers = b"Content-Type: application/x-www-form-urlencoded\r\n"
+    http = Client(spec.base_url, spec.connections, REQUEST_TIMEOUT_S)
+    try:
+        await asyncio.gather(*(http.request("GET", "/healthz") for _ in range(min(32, spec.connections))))
+        t0 = clock() + 0.5
         closing: set[asyncio.Task[None]] = set()
 
         async def one(index: int, offset: float) -> None:
@@ -278,23 +279,22 @@ async def drive_gate(spec: Spec) -> dict[str, Any]:
                 caller = caller_number(rng)
                 form = gate_form(f"CA{spec.prefix}{index:08d}", number, caller, "TN-Validation-Failed")
             intended = t0 + offset
-            delay = intended - loop.time()
+            delay = intended - clock()
             if delay > 0:
                 await asyncio.sleep(delay)
-            sent = loop.time()
+            sent = clock()
             status = 0
             try:
-                async with http.post(gate["url"], data=form) as response:
-                    payload = await response.read()
-                    status = response.status
-                    if status == 200 and verb not in payload:
-                        error_bodies[f"unexpected {payload[:80].decode(errors='replace')}"] += 1
-                        status = 0
-                    elif status >= 300:
-                        error_bodies[f"{status} {payload[:80].decode(errors='replace')}"] += 1
-            except (TimeoutError, aiohttp.ClientError) as exc:
+                path = urlsplit(gate["url"]).path
+                status, payload = await http.request("POST", path, urlencode(form).encode(), form_headers)
+                if status == 200 and verb not in payload:
+                    error_bodies[f"unexpected {payload[:80].decode(errors='replace')}"] += 1
+                    status = 0
+                elif status >= 300:
+                    error_bodies[f"{status} {payload[:80].decode(errors='replace')}"] += 1
+            except (TimeoutError, HttpError) as exc:
                 error_bodies[type(exc).__name__] += 1
-            latency = loop.time() - intended if status else math.inf
+            latency = clock() - intended if status else math.inf
             samples.append(Sample(kind, offset, latency, status, sent - intended))
 
         tasks = [asyncio.create_task(one(i, t)) for i, t in enumerate(arrivals)]
@@ -309,9 +309,9 @@ async def drive_gate(spec: Spec) -> dict[str, Any]:
             gate = spec.gates[index % len(spec.gates)]
             status = "busy" if index % 2 == 0 else "no-answer"
             form = {"CallSid": f"CA{spec.prefix}{index:08d}", "CallStatus": status, "CallDuration": "0"}
-            with contextlib.suppress(TimeoutError, aiohttp.ClientError):
-                async with http.post(f"{gate['url']}/status", data=form) as response:
-                    await response.read()
+            with contextlib.suppress(TimeoutError, HttpError):
+                path = urlsplit(gate["url"]).path + "/status"
+                await http.request("POST", path, urlencode(form).encode(), form_headers)
 
         # As a carrier with a status callback does, and as the starts mode closes its calls: open calls
         # would have the sweep tick them in later runs.
@@ -319,6 +319,8 @@ async def drive_gate(spec: Spec) -> dict[str, Any]:
             await asyncio.sleep(1 / spec.close_rate)
             closing.add(asyncio.create_task(close(index)))
         await asyncio.gather(*closing)
+    finally:
+        http.close()
     return summarise(spec, samples, [], len(arrivals), error_bodies) | {"calls": len(arrivals)}
 
 
@@ -457,7 +459,7 @@ async def run(spec: Spec) -> dict[str, Any]:
 
 def main() -> None:
     spec = Spec.from_json(orjson.loads(sys.stdin.buffer.read()))
-    result = asyncio.run(run(spec))
+    result = uvloop.run(run(spec))
     sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
     sys.stdout.flush()
 

@@ -152,7 +152,8 @@ def render(r: dict[str, Any], command: str) -> str:
         "- The real service: `callscreen run` (its broker, one Faust worker, alerting, the edge) in a temporary",
         "  data dir. The edge runs in the `callscreen run` process; the broker, workers and alerting are its children.",
         *services_method(r),
-        "- Load: `bench/loadgen.py` in its own process, aiohttp client with a 256-connection pool, loopback only.",
+        "- Load: `bench/loadgen.py` in its own process on uvloop, with its own keep-alive HTTP/1.1 client"
+        " (`bench/http_client.py`, up to 256 connections), loopback only.",
         "  **Open loop**: Poisson arrivals at the offered rate are scheduled up front and every latency is",
         "  measured from the *intended* send time, so a server that falls behind is charged for its queue (no",
         "  coordinated omission). Events of one call are chained (an event leaves at its intended time or when",
