@@ -663,7 +663,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup-seconds", type=float, default=15.0, help="unmeasured call.started before (a)")
     parser.add_argument("--step-seconds", type=float, default=10.0, help="seconds of arrivals per search step")
     parser.add_argument("--turn-start", type=float, default=150, choices=LADDER, help="first rate of the turn search")
-    parser.add_argument("--bare-start", type=float, default=1500, choices=LADDER, help="first rate of the bare search")
+    parser.add_argument("--bare-start", type=float, default=2000, choices=LADDER, help="first rate of the bare search")
     parser.add_argument("--start-search-from", type=float, default=100, choices=LADDER)
     parser.add_argument("--close-rate", type=float, default=300.0, help="call.ended/s that close leftover calls")
     parser.add_argument("--budget", type=float, default=400.0, help="seconds for the whole run")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.report import TURNS_HEADING, edge_verdict, search_table, turn_rate_found
+from bench.report import TURNS_HEADING, drained_rate, edge_verdict, search_table, turn_rate_found
 
 
 def page(search: dict[str, object] | None) -> str:
@@ -41,3 +41,8 @@ def test_a_floor_at_the_ladders_top_shows_no_ratio_met() -> None:
 def test_a_search_at_the_ladders_top_says_so() -> None:
     lines = search_table({"steps": [step(5000), step(6000)], "sustainable": 6000, "complete": True, "topped": True})
     assert "**sustainable: 6000 /s** (the ladder's top: the rate may be higher)" in lines
+
+
+def test_a_round_that_never_drained_has_no_rate_from_resumption() -> None:
+    assert drained_rate({"records": 10008, "drained_s": 2.95}) == 3392.5
+    assert drained_rate({"records": 10008, "drained_s": None}) is None
