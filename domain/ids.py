@@ -10,7 +10,7 @@ import string
 
 BASE62 = string.digits + string.ascii_uppercase + string.ascii_lowercase
 # A credential's body after its prefix. A compiled pattern, because every request checks one.
-_BODY = re.compile(r"[0-9A-Za-z]{32}")
+_BODY = re.compile(f"[{BASE62}]{{32}}")
 
 FULL_KEY_PREFIX = "cs_live_"
 READ_KEY_PREFIX = "cs_read_"
