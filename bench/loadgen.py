@@ -278,6 +278,7 @@ async def drive_gate(spec: Spec) -> dict[str, Any]:
                 kind, verb = "gate.challenge", b"<Gather"
                 caller = caller_number(rng)
                 form = gate_form(f"CA{spec.prefix}{index:08d}", number, caller, "TN-Validation-Failed")
+            path = urlsplit(gate["url"]).path
             intended = t0 + offset
             delay = intended - clock()
             if delay > 0:
@@ -285,7 +286,6 @@ async def drive_gate(spec: Spec) -> dict[str, Any]:
             sent = clock()
             status = 0
             try:
-                path = urlsplit(gate["url"]).path
                 status, payload = await http.request("POST", path, urlencode(form).encode(), form_headers)
                 if status == 200 and verb not in payload:
                     error_bodies[f"unexpected {payload[:80].decode(errors='replace')}"] += 1

@@ -43,6 +43,6 @@ def test_a_search_at_the_ladders_top_says_so() -> None:
     assert "**sustainable: 6000 /s** (the ladder's top: the rate may be higher)" in lines
 
 
-def test_a_round_that_never_drained_has_no_rate_from_resumption() -> None:
+def test_the_rate_from_resumption_is_records_over_seconds_to_drain_and_none_if_never_drained() -> None:
     assert drained_rate({"records": 10008, "drained_s": 2.95}) == 3392.5
     assert drained_rate({"records": 10008, "drained_s": None}) is None
