@@ -169,7 +169,10 @@ def render(r: dict[str, Any], command: str) -> str:
         "- Sustainable rate: the highest offered rate on the ladder "
         f"{'/'.join(f'{rate:g}' for rate in r.get('ladder', []))} whose p99 < 50 ms with < 1% errors, "
         f"each step offering its rate for {float(r['args'].get('step_seconds', 10)):g} s: "
-        "the search stops at the first step that fails, so one stall in a step decides it.",
+        "the search stops at the first step that fails, so one stall in a step decides it. The turn search",
+        f"  starts at {float(r['args'].get('turn_start', 500)):g}/s and the bare server's at "
+        f"{float(r['args'].get('bare_start', 3000)):g}/s, each stepping up while a step passes and down while",
+        "  one fails.",
         "- Worker lag: end offsets of the events topic minus the fold positions the worker heartbeats each second.",
         "",
         f"## (a) `call.started` only at {float(r['args'].get('start_rate', 200)):g}/s "
@@ -320,9 +323,10 @@ def fold_section(fold: dict[str, Any], consumer: dict[str, Any]) -> list[str]:
         "(the call, its index entry, its sweep entry, the detector's per-number state) write behind: each changed",
         "key is one changelog record per 200 ms flush, however often it changed.",
         "",
-        "With few commits inside a backlog the slope rests on two or three of them, so each round also gives",
-        "the rate from the worker's resumption to its last commit (its start-up and final flush included): a",
-        "lower bound, and the ratio to stock Faust by it.",
+        "A backlog long enough for a dozen commits or more keeps the slope from resting on two or three",
+        "(half-second commits over a backlog of a few seconds put it anywhere from 1.4x to 2.6x stock Faust).",
+        "Each round also gives the rate from the worker's resumption to its last commit (its start-up and",
+        "final flush included): a lower bound, and the ratio to stock Faust by it.",
         "",
         "| round | worker records/s | commits inside | worker CPU µs a record | stock Faust records/s "
         "| worker vs Faust | resumed to drained, records/s | vs Faust by it |",

@@ -63,9 +63,9 @@ FLOOR_TOPIC = "callscreen-bench.floor"
 # Backlogs the fold phase folds, each beside stock Faust (`fold_rounds`).
 FOLD_ROUNDS = 3
 # Calls a round the fold phase can afford per second left in the budget: with them it appends and folds
-# each round's backlog beside stock Faust and runs the other floors over the first (about 70 s for 8,000
-# calls a round), after a fresh service's start.
-FOLD_CALLS_PER_S = 100
+# each round's backlog beside stock Faust and runs the other floors over the first (about 115 s for
+# 16,000 calls a round), after a fresh service's start.
+FOLD_CALLS_PER_S = 130
 # Calls the worker folds while py-spy watches it (`--profile`): some ten seconds of its CPU.
 PROFILE_FOLD_CALLS = 6000
 # What `--profile` adds to the budget: the fold's profile and the turns' and starts' (10 s of load each),
@@ -657,13 +657,18 @@ def machine() -> dict[str, Any]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
     parser.add_argument("--accounts", type=int, default=800, help="guard accounts, 25 protected numbers each")
-    parser.add_argument("--calls", type=int, default=8000, help="calls appended for the fold-rate/memory phase")
+    parser.add_argument(
+        "--calls",
+        type=int,
+        default=16000,
+        help="calls a fold round appends: its backlog takes the worker some 8 s, some 16 commits to time it by",
+    )
     parser.add_argument("--start-rate", type=float, default=200.0, help="scenario (a): call.started per second")
     parser.add_argument("--start-seconds", type=float, default=20.0, help="scenario (a): seconds of arrivals")
     parser.add_argument("--warmup-seconds", type=float, default=15.0, help="unmeasured call.started before (a)")
     parser.add_argument("--step-seconds", type=float, default=10.0, help="seconds of arrivals per search step")
-    parser.add_argument("--turn-start", type=float, default=150, choices=LADDER, help="first rate of the turn search")
-    parser.add_argument("--bare-start", type=float, default=2000, choices=LADDER, help="first rate of the bare search")
+    parser.add_argument("--turn-start", type=float, default=500, choices=LADDER, help="first rate of the turn search")
+    parser.add_argument("--bare-start", type=float, default=3000, choices=LADDER, help="first rate of the bare search")
     parser.add_argument("--start-search-from", type=float, default=100, choices=LADDER)
     parser.add_argument("--close-rate", type=float, default=300.0, help="call.ended/s that close leftover calls")
     parser.add_argument("--budget", type=float, default=400.0, help="seconds for the whole run")
