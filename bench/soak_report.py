@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -140,14 +141,18 @@ def overload_section(results: dict[str, Any], command: str) -> str:
     lost = over["lost"]
     recovered = over["recovered_s"]
     begin, end = report.markers("overload")
-    table = ["| from s | offered | p50 ms | p99 ms | errors | max lag |", "|---:|---:|---:|---:|---:|---:|"]
+    table = [
+        "| from s | offered | p50 ms | p99 ms | errors | max lag | CPU % edge / worker / broker / alerting |",
+        "|---:|---:|---:|---:|---:|---:|---|",
+    ]
     lags = over["samples"]["lag"]
+    cpu = over["samples"].get("cpu", [])
     for w in over["result"]["windows"]:
         start = float(w["start_s"])
         lag = max((v for t, v in lags if start <= t < start + 5), default=None)
         table.append(
             f"| {start:g} | {high if start < step else low:g}/s | {w['p50_ms']} | {w['p99_ms']} |"
-            f" {w['errors']} | {lag} |"
+            f" {w['errors']} | {lag} | {window_cpu(cpu, start, start + 5)} |"
         )
     met = "met" if recovered is not None and recovered <= 30 else "missed"
     shown = "never" if recovered is None else f"{recovered:g} s"
@@ -157,7 +162,8 @@ def overload_section(results: dict[str, Any], command: str) -> str:
             f"## Recovery from overload: {high:g} events/s for {step:g} s, then {low:g}",
             "",
             header(results, command) + " Twice the sustainable turn rate, then half of it; p99 per 5 s of"
-            " intended send times, and the largest worker lag sampled in each 5 s (once a second). The turns and"
+            " intended send times, the largest worker lag sampled in each 5 s (once a second), and each service"
+            " process's CPU over the 5 s in percent of one core (sampled with the lag). The turns and"
             " end of a call whose start failed are not sent and count as errors in the window of that start.",
             "",
             "![p99 per 5 s through the overload and after the drop](overload.png)",
@@ -177,6 +183,17 @@ def overload_section(results: dict[str, Any], command: str) -> str:
             end,
         ]
     )
+
+
+def window_cpu(samples: list[Any], start: float, end: float) -> str:
+    """Each process's mean CPU over the samples taken in [start, end), in percent of a core."""
+    inside = [shares for t, shares in samples if start <= t < end]
+    roles = ("edge", "worker", "broker", "alerting")
+    means = [
+        statistics.fmean(s[role] for s in inside if role in s) if any(role in s for s in inside) else None
+        for role in roles
+    ]
+    return " / ".join("—" if m is None else f"{m:.0f}" for m in means)
 
 
 def errors_by_kind(result: dict[str, Any]) -> str:
