@@ -33,8 +33,8 @@ from bench.loadgen import in_process
 from bench.memory import rocksdb_mb
 from bench.prefill import prefill
 from bench.report import turn_rate_found
-from bench.run import P99_TARGET_MS, ROOT, loadavg, machine, role_name, snapshot_rss
-from bench.service import Progress, Service, cpu_seconds, create_accounts, start_service
+from bench.run import P99_TARGET_MS, ROOT, CpuShares, loadavg, machine, snapshot_rss
+from bench.service import Progress, Service, create_accounts, start_service
 from bench.soak_report import draw_overload, draw_soak, render
 from bench.traffic import BenchAccount
 from infra.ports import free_port_block
@@ -69,12 +69,14 @@ async def sample(service: Service, progress: Progress, every_s: float, rss_every
     started = time.monotonic()
     taken: dict[str, list[Any]] = {"lag": [], "cpu": [], "rss": []}
     next_rss = 0.0
-    cpu = CpuSince(service)
+    cpu = CpuShares(service)
     with contextlib.suppress(asyncio.CancelledError):
         while True:
             now = time.monotonic() - started
             taken["lag"].append((round(now, 1), await progress.lag()))
+            # Each process's share since the last sample: which process a slow window coincided with.
             taken["cpu"].append((round(now, 1), cpu.shares()))
+            cpu = CpuShares(service)
             if now >= next_rss:
                 snapshot = await asyncio.to_thread(snapshot_rss, service)
                 # The worker's shared RocksDB cache fills up to its budget: growth that is bounded by design.
@@ -83,28 +85,6 @@ async def sample(service: Service, progress: Progress, every_s: float, rss_every
                 next_rss += rss_every_s
             await asyncio.sleep(every_s)
     return taken
-
-
-class CpuSince:
-    """Each service process's CPU, in percent of a core, since the last call: which process a slow window
-    coincided with."""
-
-    def __init__(self, service: Service) -> None:
-        self.pids = {role_name(name): pid for name, pid in service.processes().items()}
-        self.last = self._now()
-
-    def _now(self) -> tuple[float, dict[str, float | None]]:
-        return time.monotonic(), {role: cpu_seconds(pid) for role, pid in self.pids.items()}
-
-    def shares(self) -> dict[str, float]:
-        (was, before), (now, after) = self.last, self._now()
-        self.last = (now, after)
-        wall = max(now - was, 1e-9)
-        return {
-            role: round(100 * (spent - start) / wall, 1)
-            for role, spent in after.items()
-            if spent is not None and (start := before.get(role)) is not None
-        }
 
 
 async def while_sampling(
