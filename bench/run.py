@@ -211,6 +211,10 @@ class Bench:
         return {"steps": steps, "sustainable": best, "complete": bool(failed and passed) or topped, "topped": topped}
 
 
+# A CPU reading: the monotonic clock, each process's CPU seconds, and this process's reaped children's.
+CpuReading = tuple[float, dict[str, float | None], float]
+
+
 class CpuShares:
     """Each process's CPU over a load run, in percent of one core: where a machine's two cores went."""
 
@@ -218,21 +222,33 @@ class CpuShares:
         self.pids = {role_name(name): pid for name, pid in service.processes().items()}
         if edge_pid is not None:
             self.pids["edge"] = edge_pid
-        self.before = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
-        # The load generator is a child of this process, reaped when its run ends.
-        self.children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        self.started = time.monotonic()
+        self.start = self._read()
 
     def shares(self) -> dict[str, float]:
-        wall = max(time.monotonic() - self.started, 1e-9)
+        return self._since(self.start, self._read())
+
+    def lap(self) -> dict[str, float]:
+        """The shares since the last lap (or the start); the next lap starts from the same reading."""
+        now = self._read()
+        out = self._since(self.start, now)
+        self.start = now
+        return out
+
+    def _read(self) -> CpuReading:
+        # The load generator is a child of this process, reaped when its run ends.
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        spent = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        return time.monotonic(), spent, children.ru_utime + children.ru_stime
+
+    @staticmethod
+    def _since(before: CpuReading, after: CpuReading) -> dict[str, float]:
+        wall = max(after[0] - before[0], 1e-9)
         out: dict[str, float] = {}
-        for name, pid in self.pids.items():
-            before, after = self.before[name], cpu_seconds(pid)
-            if before is not None and after is not None:
-                out[name] = round(100 * (after - before) / wall)
-        now = resource.getrusage(resource.RUSAGE_CHILDREN)
-        used = now.ru_utime + now.ru_stime - self.children.ru_utime - self.children.ru_stime
-        out["load"] = round(100 * used / wall)
+        for name, spent in after[1].items():
+            was = before[1].get(name)
+            if was is not None and spent is not None:
+                out[name] = round(100 * (spent - was) / wall)
+        out["load"] = round(100 * (after[2] - before[2]) / wall)
         return out
 
 
@@ -661,7 +677,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--calls",
         type=int,
         default=16000,
-        help="calls a fold round appends: its backlog takes the worker some 8 s, some 16 commits to time it by",
+        help="calls a fold round appends: its backlog takes the worker some 8 s, a dozen commits or more to time it by",
     )
     parser.add_argument("--start-rate", type=float, default=200.0, help="scenario (a): call.started per second")
     parser.add_argument("--start-seconds", type=float, default=20.0, help="scenario (a): seconds of arrivals")

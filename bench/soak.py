@@ -75,8 +75,7 @@ async def sample(service: Service, progress: Progress, every_s: float, rss_every
             now = time.monotonic() - started
             taken["lag"].append((round(now, 1), await progress.lag()))
             # Each process's share since the last sample: which process a slow window coincided with.
-            taken["cpu"].append((round(now, 1), cpu.shares()))
-            cpu = CpuShares(service)
+            taken["cpu"].append((round(now, 1), cpu.lap()))
             if now >= next_rss:
                 snapshot = await asyncio.to_thread(snapshot_rss, service)
                 # The worker's shared RocksDB cache fills up to its budget: growth that is bounded by design.
