@@ -86,6 +86,7 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
         assert event is not None, "a table is written only while folding an event"
         partition = event.message.partition
         slot = (self.name, partition, key)
+        dirty = (partition, key)
         if raw is not None:
             self._rows.put(slot, raw, value)
         elif self._stored(partition, key) is None:
@@ -93,7 +94,13 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
             return
         else:
             self._rows.drop(slot)
-        self._dirty[(partition, key)] = raw
+            if dirty in self._dirty and self._partition_db(partition).get(key) is None:
+                # Put since the last flush and not in RocksDB, so in no changelog record either: a key put
+                # and deleted between two flushes (a call's sweep entry, when a backlog holds the call's
+                # start and end) costs neither a RocksDB write nor a tombstone.
+                del self._dirty[dirty]
+                return
+        self._dirty[dirty] = raw
         self._pending_put = False
 
     def scan(self, low: bytes, high: bytes) -> Iterator[tuple[bytes, bytes]]:
