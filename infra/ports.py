@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import random
 import socket
-import time
+from pathlib import Path
 
 # Below Linux's ephemeral range (32768-60999), so no outgoing connection can take a port picked here.
 BLOCK_RANGE = (20000, 32000)
@@ -54,10 +55,32 @@ def port_open(host: str, port: int) -> bool:
         return False
 
 
-def wait_for_port(host: str, port: int, timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if port_open(host, port):
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"nothing listening on {host}:{port} after {timeout_s}s")
+def listens(pid: int, port: int) -> bool:
+    """Whether process `pid` itself holds a listening TCP socket on `port` (Linux's /proc).
+
+    That something answers on a port picked for a process does not say the process bound it: another
+    one may have taken the port between the pick and the bind, and the process then failed to."""
+    sockets = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            # Local address as hex "address:port", state 0A is LISTEN, the socket's inode.
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                sockets.add(f"socket:[{fields[9]}]")
+    if not sockets:
+        return False
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(fd) in sockets:
+                return True
+        except OSError:
+            continue  # closed since the listing
+    return False

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import aiohttp
 import pytest
 
 from bench.service import commit_steps
+from callscreen.broker import MemoryBroker
+from infra.ports import free_port, listens
 from tests.service import create_account, start_service
 
 pytestmark = pytest.mark.slow
@@ -59,3 +62,21 @@ async def test_tables_of_a_broker_that_restarted_empty_are_never_served(
         finally:
             assert service.stop() == 0
     assert "folded from another log" in (tmp_path / "data.log").read_text()
+
+
+def test_a_memory_broker_whose_port_is_taken_before_it_binds_starts_on_another(tmp_path: Path) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", free_port()))
+        held.listen()
+        taken = held.getsockname()[1]
+        broker = MemoryBroker(tmp_path)
+        # As if another process bound the port between its pick and Tansu's bind: it answers, but not as Tansu.
+        broker.port = taken
+        broker.start()
+        try:
+            assert broker.port != taken
+            assert broker.process is not None and broker.alive()
+            assert listens(broker.process.pid, broker.port)
+            assert broker.url.endswith(f"127.0.0.1:{broker.port}")
+        finally:
+            broker.stop()
