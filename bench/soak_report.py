@@ -188,12 +188,11 @@ def overload_section(results: dict[str, Any], command: str) -> str:
 def window_cpu(samples: list[Any], start: float, end: float) -> str:
     """Each process's mean CPU over the samples taken in [start, end), in percent of a core."""
     inside = [shares for t, shares in samples if start <= t < end]
-    roles = ("edge", "worker", "broker", "alerting")
-    means = [
-        statistics.fmean(s[role] for s in inside if role in s) if any(role in s for s in inside) else None
-        for role in roles
-    ]
-    return " / ".join("—" if m is None else f"{m:.0f}" for m in means)
+    cells = []
+    for role in ("edge", "worker", "broker", "alerting"):
+        values = [shares[role] for shares in inside if role in shares]
+        cells.append(f"{statistics.fmean(values):.0f}" if values else "—")
+    return " / ".join(cells)
 
 
 def errors_by_kind(result: dict[str, Any]) -> str:
