@@ -29,47 +29,34 @@ def hot_space(space: str) -> str:
     return f"hot-{space}"
 
 
-def track(read: Lookup, space: str, account: str, partition: int, at: int) -> dict[str, Any]:
-    """The writes that note `account` has `space` records on `at`'s day in `partition` (none when noted).
+def day_of(at: int) -> int:
+    return at - at % DAY_MS
 
-    The day's entry alone decides: one whose day a kill left out of the lists (`index.additions`) leaves
-    that day in the tables past the horizon, which changes no answer, where checking the lists on every
-    record would cost two reads more."""
-    day = at - at % DAY_MS
-    name = keys.account_day(account, day)
-    hot = hot_space(space)
-    if read(keys.index_entry(hot, "", partition, day, name)) is not None:
-        return {}
-    return index.additions(read, hot, "", partition, index.DayEntry(day, name))
+
+def track(read: Lookup, space: str, account: str, partition: int, at: int) -> dict[str, Any]:
+    """The write that notes `account` has `space` records on `at`'s day in `partition` (none when noted)."""
+    day = day_of(at)
+    return index.additions(read, hot_space(space), "", partition, index.DayEntry(day, keys.account_day(account, day)))
 
 
 def cut(at: int, hot_days: int) -> int:
     """The first day still hot at `at`: the records of the days before it leave."""
-    return at - at % DAY_MS - hot_days * DAY_MS
+    return day_of(at) - hot_days * DAY_MS
 
 
-def days_key(space: str, partition: int) -> str:
-    """The key of the days on which `partition` has `space` records, oldest first."""
-    return keys.index_days(hot_space(space), "", partition)
-
-
-def oldest_day(read: Lookup, space: str, partition: int) -> int | None:
+def oldest_day(scan: Scan, space: str, partition: int) -> int | None:
     """The oldest day on which `partition` has `space` records, None when it has none: `evict` takes
     nothing out while it is not before `cut`."""
-    days: list[int] = read(days_key(space, partition)) or []
-    return days[0] if days else None
+    found = index.first(scan, hot_space(space), "", partition)
+    return None if found is None else int(found[1][0])
 
 
-def evict(read: Lookup, scan: Scan, space: str, partition: int, at: int, hot_days: int) -> Eviction | None:
+def evict(scan: Scan, space: str, partition: int, at: int, hot_days: int) -> Eviction | None:
     """One account's day of `space` records in `partition` that is past the horizon at `at`, if any."""
-    hot = hot_space(space)
-    days: list[int] = read(days_key(space, partition)) or []
-    if not days or days[0] >= cut(at, hot_days):
+    found = index.first(scan, hot_space(space), "", partition)
+    if found is None or found[1][0] >= cut(at, hot_days):
         return None
-    # A day entry's hour is its day's start.
-    raw, writes = index.pop_first(read, scan, hot, "", partition, days[0])
-    if raw is None:
-        return Eviction("", [], writes)
+    key, raw = found
     account, day = keys.split_account_day(str(raw[1]))
-    entries, dropped = index.drop_day(read, scan, space, account, partition, day)
-    return Eviction(account, [str(entry[1]) for entry in entries], {**writes, **dropped})
+    entries, dropped = index.drop_day(scan, space, account, partition, day)
+    return Eviction(account, [str(entry[1]) for entry in entries], {key: None, **dropped})

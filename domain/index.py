@@ -2,10 +2,11 @@
 
 Keys carry the partition so every key lives in exactly one partition's store. Each entry is a key of
 its own under its hour (`keys.index_entry`), holding what the listing filters on (number, caller,
-action, source), so adding one writes that key and nothing that grows with the traffic, and a page of
-the listing reads only the hours it shows, each as one range of keys. A list of the hours each day has
-and of the days say where the ranges are. A day leaves the index with its records at the hot-table
-horizon (`domain.horizon`), which bounds the list of days.
+action, source). The entries are the whole index: adding one writes that key and nothing else, a page
+of the listing reads the account's keys backwards from the newest and stops when it is full, and the
+horizon (`domain.horizon`) finds the oldest day as the first key of its own index. There is no list of
+hours or days to keep beside the entries, so no list to rewrite for each new hour, and none for a kill
+to leave behind its entries.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -22,8 +23,11 @@ from domain.rules import DAY_MS, HOUR_MS
 
 BUCKET_MS = HOUR_MS
 Lookup = Callable[[str], Any]
-# Every (key, value) with low <= key < high, in key order.
-Scan = Callable[[str, str], Iterator[tuple[str, Any]]]
+
+
+class Scan(Protocol):
+    def __call__(self, low: str, high: str, backwards: bool = False) -> Iterator[tuple[str, Any]]:
+        """Every (key, value) with low <= key < high, in key order, or the reverse of it."""
 
 
 class CallEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -61,27 +65,9 @@ def entry_id(entry: Entry) -> str:
 
 
 def additions(read: Lookup, space: str, account: str, partition: int, entry: Entry) -> dict[str, Any]:
-    """The index keys to write for `entry`: none when it is in.
-
-    After a kill, each key comes back from the changelog or from the worker's own store, whichever is
-    newer, so an entry can come back without its hour or its day in the lists: every addition checks
-    them again.
-    """
-    hour = entry.at - entry.at % BUCKET_MS
-    writes: dict[str, Any] = {}
-    key = keys.index_entry(space, account, partition, hour, entry_id(entry))
-    if read(key) is None:
-        writes[key] = msgspec.to_builtins(entry)
-    day = hour - hour % DAY_MS
-    hours_key = keys.index_hours(space, account, partition, day)
-    hours: list[int] = read(hours_key) or []
-    if hour not in hours:
-        writes[hours_key] = sorted([*hours, hour])
-    days_key = keys.index_days(space, account, partition)
-    days: list[int] = read(days_key) or []
-    if day not in days:
-        writes[days_key] = sorted([*days, day])
-    return writes
+    """The index key to write for `entry`: none when it is in (a refold)."""
+    key = keys.index_entry(space, account, partition, entry.at - entry.at % BUCKET_MS, entry_id(entry))
+    return {} if read(key) is not None else {key: msgspec.to_builtins(entry)}
 
 
 def hour_range(space: str, account: str, partition: int, hour: int, hours: int = 1) -> tuple[str, str]:
@@ -90,58 +76,35 @@ def hour_range(space: str, account: str, partition: int, hour: int, hours: int =
     return low, keys.index_hour(space, account, partition, hour + hours * BUCKET_MS)
 
 
-def pop_first(
-    read: Lookup, scan: Scan, space: str, account: str, partition: int, hour: int
-) -> tuple[Any, dict[str, Any]]:
-    """An hour's first raw entry in key order (None when it has none) and the writes that take it out, and
-    the hour with it once empty (None deletes a key). Reads two entries at most, however many the hour has."""
-    entries = scan(*hour_range(space, account, partition, hour))
-    first = next(entries, None)
-    if first is None:
-        return None, _without_hour(read, space, account, partition, hour)
-    key, raw = first
-    writes: dict[str, Any] = {key: None}
-    if next(entries, None) is None:
-        writes.update(_without_hour(read, space, account, partition, hour))
-    return raw, writes
+def first(scan: Scan, space: str, account: str, partition: int) -> tuple[str, Any] | None:
+    """The key and raw value of the oldest entry, None when the index has none: one seek."""
+    return next(scan(*keys.index_range(space, account, partition)), None)
 
 
-def drop_day(
-    read: Lookup, scan: Scan, space: str, account: str, partition: int, day: int
-) -> tuple[list[Any], dict[str, Any]]:
-    """An account's raw entries of one day and the writes that take the day out of its index (None deletes)."""
+def drop_day(scan: Scan, space: str, account: str, partition: int, day: int) -> tuple[list[Any], dict[str, Any]]:
+    """An account's raw entries of one day and the writes that take them out of its index (None deletes)."""
     entries: list[Any] = []
     writes: dict[str, Any] = {}
     for key, raw in scan(*hour_range(space, account, partition, day, DAY_MS // BUCKET_MS)):
         entries.append(raw)
         writes[key] = None
-    writes[keys.index_hours(space, account, partition, day)] = None
-    writes.update(_without_day(read, space, account, partition, day))
     return entries, writes
 
 
-def _without_hour(read: Lookup, space: str, account: str, partition: int, hour: int) -> dict[str, Any]:
-    day = hour - hour % DAY_MS
-    hours_key = keys.index_hours(space, account, partition, day)
-    hours = [h for h in read(hours_key) or [] if h != hour]
-    if hours:
-        return {hours_key: hours}
-    return {hours_key: None, **_without_day(read, space, account, partition, day)}
-
-
-def _without_day(read: Lookup, space: str, account: str, partition: int, day: int) -> dict[str, Any]:
-    days_key = keys.index_days(space, account, partition)
-    days: list[int] = read(days_key) or []
-    if day not in days:
-        return {}
-    return {days_key: [d for d in days if d != day] or None}
-
-
-def newest_first(read: Lookup, scan: Scan, space: str, account: str, partition: int) -> Iterator[tuple[int, list[Any]]]:
-    """Each hour's start and raw entries, the newest hour first."""
-    for day in reversed(read(keys.index_days(space, account, partition)) or []):
-        for hour in reversed(read(keys.index_hours(space, account, partition, day)) or []):
-            yield hour, [raw for _, raw in scan(*hour_range(space, account, partition, hour))]
+def newest_first(scan: Scan, space: str, account: str, partition: int) -> Iterator[tuple[int, list[Any]]]:
+    """Each hour's start and raw entries (in key order), the newest hour first; read as the caller goes."""
+    hour: int | None = None
+    entries: list[Any] = []
+    for _, raw in scan(*keys.index_range(space, account, partition), backwards=True):
+        # Every entry type's first field is its time (array_like structs).
+        at = raw[0] - raw[0] % BUCKET_MS
+        if at != hour:
+            if hour is not None:
+                yield hour, entries[::-1]
+            hour, entries = at, []
+        entries.append(raw)
+    if hour is not None:
+        yield hour, entries[::-1]
 
 
 @dataclass(frozen=True)

@@ -27,14 +27,11 @@ def alert(account: str, alert_id: str) -> str:
     return f"alert|{account}|{alert_id}"
 
 
-def index_days(space: str, account: str, partition: int) -> str:
-    """The days a listing index has entries for (those inside the horizon, `domain.horizon`)."""
-    return f"idxd|{space}|{account}|{partition}"
-
-
-def index_hours(space: str, account: str, partition: int, day: int) -> str:
-    """The hours of one day that have entries."""
-    return f"idxh|{space}|{account}|{partition}|{day}"
+def index_range(space: str, account: str, partition: int) -> tuple[str, str]:
+    """Every entry of an account's index in one partition, as a (low, high) range of keys."""
+    low = f"idxe|{space}|{account}|{partition}|"
+    # "}" is the character after "|": the first key past every key that starts with `low`.
+    return low, low[:-1] + "}"
 
 
 def index_hour(space: str, account: str, partition: int, hour: int) -> str:

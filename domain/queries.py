@@ -95,18 +95,14 @@ class Reads:
         self,
         view: FeatureView,
         call_of: Lookup,
-        call_index_of: Lookup,
         call_index_scan: Scan,
         alert_of: Lookup,
-        alert_index_of: Lookup,
         alert_index_scan: Scan,
     ) -> None:
         self.view = view
         self.call_of = call_of
-        self.call_index_of = call_index_of
         self.call_index_scan = call_index_scan
         self.alert_of = alert_of
-        self.alert_index_of = alert_index_of
         self.alert_index_scan = alert_index_scan
 
 
@@ -179,9 +175,7 @@ def list_calls(question: CallsList, partition: int, reads: Reads) -> dict[str, A
         after=decode_cursor(question.cursor) if question.cursor else None,
     )
     found: list[CallEntry] = []
-    for bucket, raw in newest_first(
-        reads.call_index_of, reads.call_index_scan, "calls", question.account_id, partition
-    ):
+    for bucket, raw in newest_first(reads.call_index_scan, "calls", question.account_id, partition):
         if wanted.until is not None and bucket >= wanted.until:
             continue
         if wanted.since is not None and bucket + HOUR_MS <= wanted.since:
@@ -216,9 +210,7 @@ def list_alerts(question: AlertsList, partition: int, reads: Reads) -> dict[str,
     after = decode_cursor(question.cursor) if question.cursor else None
     since, kind, limit = question.since, question.type, question.limit
     found: list[AlertEntry] = []
-    for bucket, raw in newest_first(
-        reads.alert_index_of, reads.alert_index_scan, "alerts", question.account_id, partition
-    ):
+    for bucket, raw in newest_first(reads.alert_index_scan, "alerts", question.account_id, partition):
         if since is not None and bucket + HOUR_MS <= since:
             break
         for entry in msgspec.convert(raw, list[AlertEntry]):

@@ -14,10 +14,8 @@ def register(w: Parts) -> None:
     reads = queries.Reads(
         w.view,
         call_of=w.tables.reader("calls", Stored),
-        call_index_of=w.tables.reader("call_index"),
         call_index_scan=w.tables.scanner("call_index"),
         alert_of=w.tables.reader("alert_store", Alert),
-        alert_index_of=w.tables.reader("alert_store"),
         alert_index_scan=w.tables.scanner("alert_store"),
     )
 

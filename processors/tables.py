@@ -36,9 +36,8 @@ class Tables:
         self.all: dict[str, WriteBehindTable] = {}
         # Each (table, space, partition)'s oldest day on the horizon's index, and the table's `resets`
         # when it was read: every event asks whether a day is past the horizon, and almost never is one
-        # (docs/profiles/README.md, "The horizon asked once a day"). A write of the days' key forgets it.
+        # (docs/profiles/README.md, "The horizon asked once a day"). A day noted or evicted moves it.
         self._oldest_day: dict[tuple[str, str, int], tuple[int, int | None]] = {}
-        self._days_keys: dict[tuple[str, str], tuple[str, str, int]] = {}
 
     def table(self, name: str) -> WriteBehindTable:
         """The table `name`, registered with the app on first use."""
@@ -88,8 +87,8 @@ class Tables:
         """A range read of the current event's partition, for the pure code that reads an index (`domain.index`)."""
         table = self.all[name]
 
-        def scan(low: str, high: str) -> Iterator[tuple[str, Any]]:
-            for raw_key, raw in table.scan(low.encode(), high.encode()):
+        def scan(low: str, high: str, backwards: bool = False) -> Iterator[tuple[str, Any]]:
+            for raw_key, raw in table.scan(low.encode(), high.encode(), backwards):
                 yield raw_key.decode(), msgspec.json.decode(raw)
 
         return scan
@@ -97,9 +96,6 @@ class Tables:
     def write(self, name: str, writes: dict[str, Any]) -> None:
         """Each key's new value; None deletes it."""
         for key, value in writes.items():
-            days_of = self._days_keys.get((name, key))
-            if days_of is not None:
-                self._oldest_day.pop(days_of, None)
             if value is None:
                 self.delete(name, key)
             else:
@@ -107,22 +103,29 @@ class Tables:
 
     def add_to_index(self, name: str, space: str, account: str, partition: int, entry: index.Entry) -> None:
         self.write(name, index.additions(self.reader(name), space, account, partition, entry))
-        self.write(name, horizon.track(self.reader(name), space, account, partition, entry.at))
+        noted = horizon.track(self.reader(name), space, account, partition, entry.at)
+        if noted:
+            self.write(name, noted)
+            known = self._oldest_day.get((name, space, partition))
+            if known is not None:
+                day = horizon.day_of(entry.at)
+                self._oldest_day[(name, space, partition)] = (known[0], day if known[1] is None else min(known[1], day))
 
     def evict(self, name: str, space: str, partition: int, at: int, hot_days: int) -> horizon.Eviction | None:
         """Takes one account's day past the horizon out of the index in `name`; the caller deletes the rows."""
+        slot = (name, space, partition)
         resets = self.all[name].resets
-        known = self._oldest_day.get((name, space, partition))
+        known = self._oldest_day.get(slot)
         if known is None or known[0] != resets:
-            known = (resets, horizon.oldest_day(self.reader(name), space, partition))
-            self._oldest_day[(name, space, partition)] = known
-            self._days_keys[(name, horizon.days_key(space, partition))] = (name, space, partition)
+            known = (resets, horizon.oldest_day(self.scanner(name), space, partition))
+            self._oldest_day[slot] = known
         oldest = known[1]
         if oldest is None or oldest >= horizon.cut(at, hot_days):
             return None
-        eviction = horizon.evict(self.reader(name), self.scanner(name), space, partition, at, hot_days)
+        eviction = horizon.evict(self.scanner(name), space, partition, at, hot_days)
         if eviction is not None:
             self.write(name, eviction.writes)
+            self._oldest_day.pop(slot, None)
         return eviction
 
     def persist(self) -> None:

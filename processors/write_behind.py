@@ -24,6 +24,7 @@ a flush of a thousand keys took seconds while folded events (and their memory) p
 from __future__ import annotations
 
 import asyncio
+import operator
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any, cast
 
@@ -103,18 +104,23 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
         self._dirty[dirty] = raw
         self._pending_put = False
 
-    def scan(self, low: bytes, high: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """The rows of the current event's partition with low <= key < high, in key order, those written
-        since the last flush included; read from RocksDB as the caller goes (the first row costs one seek)."""
+    def scan(self, low: bytes, high: bytes, backwards: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        """The rows of the current event's partition with low <= key < high, in key order (or the reverse),
+        those written since the last flush included; read from RocksDB as the caller goes (the first row
+        costs one seek)."""
         event = current_event()
         assert event is not None, "a table is scanned only while folding an event"
         partition = event.message.partition
         # What was written since the last flush, deletions included, is not in RocksDB yet (`put_pending`
         # would write every row again, the scan's range or not): laid over what RocksDB holds.
-        written = sorted((key, raw) for (p, key), raw in self._dirty.items() if p == partition and low <= key < high)
-        # The databases are opened in raw mode: their keys and values are bytes.
-        stored = cast(Iterator[tuple[bytes, bytes]], self._partition_db(partition).items(from_key=low))
-        return overlaid(stored, written, high)
+        written = sorted(
+            ((key, raw) for (p, key), raw in self._dirty.items() if p == partition and low <= key < high),
+            reverse=backwards,
+        )
+        # The databases are opened in raw mode: their keys and values are bytes. Backwards, the first key
+        # is the last one not above `high`.
+        stored = self._partition_db(partition).items(backwards=backwards, from_key=high if backwards else low)
+        return overlaid(cast(Iterator[tuple[bytes, bytes]], stored), written, low, high, backwards)
 
     def _stored(self, partition: int, key: bytes) -> bytes | None:
         if (partition, key) in self._dirty:
@@ -201,15 +207,23 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
 
 
 def overlaid(
-    stored: Iterator[tuple[bytes, bytes]], written: list[tuple[bytes, bytes | None]], high: bytes
+    stored: Iterator[tuple[bytes, bytes]],
+    written: list[tuple[bytes, bytes | None]],
+    low: bytes,
+    high: bytes,
+    backwards: bool = False,
 ) -> Iterator[tuple[bytes, bytes]]:
-    """The `stored` rows below `high` with the `written` ones laid over them (None deletes), all in key order."""
+    """The `stored` rows with low <= key < high and the `written` ones laid over them (None deletes), all in
+    key order or all in its reverse. `stored` starts at the range's first row in that order, or at `high`."""
+    goes_first = operator.gt if backwards else operator.lt
     pending = iter(written)
     over = next(pending, None)
     for key, value in stored:
-        if key >= high:
+        if not low <= key < high:
+            if backwards and key >= high:
+                continue
             break
-        while over is not None and over[0] < key:
+        while over is not None and goes_first(over[0], key):
             if over[1] is not None:
                 yield over[0], over[1]
             over = next(pending, None)

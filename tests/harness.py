@@ -111,7 +111,7 @@ class Harness:
     def reads(self) -> queries.Reads:
         """What a worker's read agent reads, here."""
         scan = scan_of(self.tables)
-        return queries.Reads(self.view, self.calls.get, self.tables.get, scan, self.tables.get, self.tables.get, scan)
+        return queries.Reads(self.view, self.calls.get, scan, self.tables.get, scan)
 
     def record(self, facts: list[Fact], alerts: list[Alert]) -> None:
         """Facts reach the view and the detectors in the order they were appended, consequences after."""
@@ -153,10 +153,10 @@ class Harness:
 
 
 def scan_of(table: dict[str, Any]) -> index.Scan:
-    """A range read of a table kept in a dict, as a worker's RocksDB answers it: keys in order."""
+    """A range read of a table kept in a dict, as a worker's RocksDB answers it: keys in order, or reversed."""
 
-    def scan(low: str, high: str) -> Iterator[tuple[str, Any]]:
-        for key in sorted(key for key in table if low <= key < high):
+    def scan(low: str, high: str, backwards: bool = False) -> Iterator[tuple[str, Any]]:
+        for key in sorted((key for key in table if low <= key < high), reverse=backwards):
             yield key, table[key]
 
     return scan

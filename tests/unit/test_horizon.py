@@ -31,7 +31,7 @@ class Worker:
         return self.tick(at if fold_at is None else fold_at)
 
     def tick(self, at: int) -> horizon.Eviction | None:
-        eviction = horizon.evict(self.index.get, scan_of(self.index), self.space, PARTITION, at, HOT_DAYS)
+        eviction = horizon.evict(scan_of(self.index), self.space, PARTITION, at, HOT_DAYS)
         if eviction is not None:
             self.write(eviction.writes)
             for item in eviction.items:
@@ -48,7 +48,7 @@ class Worker:
     def listed(self, account: str) -> list[str]:
         return [
             e[1]
-            for _, entries in index.newest_first(self.index.get, scan_of(self.index), self.space, account, PARTITION)
+            for _, entries in index.newest_first(scan_of(self.index), self.space, account, PARTITION)
             for e in entries
         ]
 
@@ -125,7 +125,7 @@ def test_nothing_is_evicted_while_the_oldest_day_is_not_before_the_cut() -> None
     for n, at in enumerate((day(3, 5), day(1, 2), day(40, 1), day(2, 7))):
         worker.fold("acct_a", f"c{n}", at, fold_at=day(0))
     for at in (day(0), day(31), day(31, 23), day(32), day(33), day(70), day(71)):
-        oldest = horizon.oldest_day(worker.index.get, "calls", PARTITION)
+        oldest = horizon.oldest_day(scan_of(worker.index), "calls", PARTITION)
         quiet = oldest is None or oldest >= horizon.cut(at, HOT_DAYS)
         assert (at, quiet) == (at, worker.tick(at) is None)
-    assert horizon.oldest_day(worker.index.get, "calls", PARTITION) is None
+    assert horizon.oldest_day(scan_of(worker.index), "calls", PARTITION) is None

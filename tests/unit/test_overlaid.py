@@ -10,7 +10,15 @@ STORED = [(b"a", b"1"), (b"c", b"3"), (b"e", b"5"), (b"g", b"7")]
 
 
 def read(written: list[tuple[bytes, bytes | None]], high: bytes = b"z") -> list[tuple[bytes, bytes]]:
-    return list(overlaid(iter(STORED), written, high))
+    return list(overlaid(iter(STORED), written, b"", high))
+
+
+def read_backwards(
+    written: list[tuple[bytes, bytes | None]], low: bytes = b"", high: bytes = b"z"
+) -> list[tuple[bytes, bytes]]:
+    """As RocksDB reads backwards from `high`: from the last key not above it."""
+    stored = reversed([row for row in STORED if row[0] <= high])
+    return list(overlaid(stored, sorted(written, reverse=True), low, high, backwards=True))
 
 
 def test_nothing_written_reads_what_is_stored_below_the_bound() -> None:
@@ -36,6 +44,17 @@ def test_rows_are_read_only_as_far_as_the_caller_goes() -> None:
             fetched.append(key)
             yield key, value
 
-    rows = overlaid(stored(), [], b"z")
+    rows = overlaid(stored(), [], b"", b"z")
     assert next(rows) == (b"a", b"1")
     assert fetched == [b"a"]
+
+
+def test_backwards_every_row_comes_in_reverse_key_order_inside_the_range() -> None:
+    written: list[tuple[bytes, bytes | None]] = [(b"b", b"2"), (b"e", None), (b"f", b"6")]
+    assert read_backwards(written) == [(b"g", b"7"), (b"f", b"6"), (b"c", b"3"), (b"b", b"2"), (b"a", b"1")]
+
+
+def test_backwards_the_range_leaves_out_its_high_key_and_what_lies_below_its_low_one() -> None:
+    """RocksDB's backward read starts at `high` itself when it is stored; the range ends before it."""
+    assert read_backwards([], low=b"b", high=b"g") == [(b"e", b"5"), (b"c", b"3")]
+    assert read_backwards([(b"d", b"4")], low=b"c", high=b"e") == [(b"d", b"4"), (b"c", b"3")]
