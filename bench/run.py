@@ -56,7 +56,27 @@ P99_TARGET_MS = 50.0
 PROFILES = ROOT / "docs" / "profiles"
 # The bare server reaches the top on this host at full speed (its bound is the load generator, on the same
 # two cores): a floor there is a lower bound, and the edge's ratio to it an upper one (`report.edge_verdict`).
-LADDER: list[float] = [25, 50, 100, 150, 200, 300, 400, 500, 750, 1000, 1250, 1500, 1750, 2000, 3000, 4000, 5000, 6000]
+LADDER: list[float] = [
+    25,
+    50,
+    100,
+    150,
+    200,
+    300,
+    400,
+    500,
+    750,
+    1000,
+    1250,
+    1500,
+    1750,
+    2000,
+    2500,
+    3000,
+    4000,
+    5000,
+    6000,
+]
 BARE_TOPIC = "callscreen-bench.bare"
 # Each backlog of the fold phase, copied for the Faust floor (a topic a round, its number appended).
 FLOOR_TOPIC = "callscreen-bench.floor"
