@@ -123,9 +123,10 @@ class Tables:
         if oldest is None or oldest >= horizon.cut(at, hot_days):
             return None
         eviction = horizon.evict(self.scanner(name), space, partition, at, hot_days)
+        # Read again at the next event: the day taken out may have been the partition's last that old.
+        self._oldest_day.pop(slot, None)
         if eviction is not None:
             self.write(name, eviction.writes)
-            self._oldest_day.pop(slot, None)
         return eviction
 
     def persist(self) -> None:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import cast
+
+from rocksdict import Options, Rdict
 
 from processors.write_behind import overlaid
 
@@ -58,3 +62,17 @@ def test_backwards_the_range_leaves_out_its_high_key_and_what_lies_below_its_low
     """RocksDB's backward read starts at `high` itself when it is stored; the range ends before it."""
     assert read_backwards([], low=b"b", high=b"g") == [(b"e", b"5"), (b"c", b"3")]
     assert read_backwards([(b"d", b"4")], low=b"c", high=b"e") == [(b"d", b"4"), (b"c", b"3")]
+
+
+def test_backwards_over_rocksdb_itself(tmp_path: Path) -> None:
+    """RocksDB's backward read from `high` (as `WriteBehindTable.scan` asks it) starts at `high` when it is stored."""
+    db = Rdict(str(tmp_path / "db"), options=Options(raw_mode=True))
+    for key, value in STORED:
+        db[key] = value
+    try:
+        # Opened in raw mode: its keys and values are bytes.
+        stored = cast(Iterator[tuple[bytes, bytes]], db.items(backwards=True, from_key=b"e"))
+        rows = overlaid(stored, [(b"d", b"4")], b"b", b"e", backwards=True)
+        assert list(rows) == [(b"d", b"4"), (b"c", b"3")]
+    finally:
+        db.close()
