@@ -37,7 +37,7 @@ from domain.calls import CallState, Stored
 from domain.detectors import Echo, NumberWindow
 from domain.events import decode_event
 from domain.features import FeatureView
-from infra import event_loop
+from infra import event_loop, kafka_codec
 from infra.kafka import make_consumer, make_producer, partition_for
 from infra.settings import Settings, load_settings
 from processors.rocks import RocksBudget
@@ -175,6 +175,7 @@ def main() -> None:
     settings = Settings(broker=args.broker, partitions=args.partitions)
     # The worker's own event loop: the floor differs from the worker only in the work it leaves out.
     event_loop.install(load_settings().event_loop)
+    kafka_codec.install()
     with tempfile.TemporaryDirectory(prefix="callscreen-lean-") as root:
         print(json.dumps(asyncio.run(run(settings, args.topic, Path(root)))))
 

@@ -8,6 +8,7 @@ from typing import Any
 import faust
 
 from domain.features import FeatureView
+from infra import kafka_codec
 from infra.control import SOURCE_TOPICS, Generation
 from infra.kafka import MEMORY_BATCH_BYTES, bootstrap, fetch_wait_ms, tls_context
 from infra.metrics import serve as serve_metrics
@@ -103,6 +104,7 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
     unclean.start()
     consume_inline()
     feed_folds()
+    kafka_codec.install()
     app = make_faust_app(settings, generation.app_id(settings), worker_dir / "faust")
     rocks = RocksBudget(settings.rocksdb_memory_mb)
     view_store = RocksStore(worker_dir / "features", rocks, check=settings.row_cache_check)
