@@ -1,6 +1,6 @@
 """`python -m bench.run`: drive the real service and its baselines, write docs/benchmarks.md.
 
-Everything runs on loopback, inside a time budget (default 400 s, so `make bench` and the gate's section
+Everything runs on loopback, inside a time budget (default 440 s, so `make bench` and the gate's section
 stay under ten minutes; `--profile` adds `PROFILE_S` for its three profiles): phases that no longer fit
 are skipped and the report says so. `--broker kafka` (the default) runs the service on the local Apache
 Kafka `callscreen run` starts and writes docs/benchmarks.md;
@@ -707,7 +707,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--bare-start", type=float, default=3000, choices=LADDER, help="first rate of the bare search")
     parser.add_argument("--start-search-from", type=float, default=100, choices=LADDER)
     parser.add_argument("--close-rate", type=float, default=300.0, help="call.ended/s that close leftover calls")
-    parser.add_argument("--budget", type=float, default=400.0, help="seconds for the whole run")
+    parser.add_argument("--budget", type=float, default=440.0, help="seconds for the whole run")
     parser.add_argument(
         "--reserve", type=float, default=90.0, help="seconds the searches leave for the baselines and fold phase"
     )
