@@ -13,6 +13,7 @@ Only lengths, counts and 12-hex hashes are ever here; text never reaches a worke
 from __future__ import annotations
 
 import bisect
+from operator import attrgetter
 
 import msgspec
 
@@ -101,6 +102,8 @@ class LiveState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     score: float = 0.0
     # Turn events folded (ticks excluded): the per-call cap counts these.
     written: int = 0
+    # Ids of events folded into the checkpoint, the newest `SEEN_KEEP`: the recent steps carry their own,
+    # and a call's row is rewritten on each of its events (docs/profiles/README.md, "Turn rows").
     seen: tuple[str, ...] = ()
     first_alert_at: int | None = None
 
@@ -127,14 +130,18 @@ class Folded(msgspec.Struct, frozen=True, gc=False):
     tripped_alert: bool
 
 
+_ID = attrgetter("id")
+
+
 def already_folded(live: LiveState, event_id: str) -> bool:
-    return event_id in live.seen
+    return event_id in live.seen or event_id in map(_ID, live.recent)
 
 
 def fold(live: LiveState, event: Turn | Tick, started_at: int, start_score: float, rules: LiveRules) -> Folded:
     """The picture after one more event, placed by its `at`."""
     step = Step.of(event)
     checkpoint, horizon, current, recent = live.checkpoint, live.horizon, live.current, list(live.recent)
+    seen = live.seen
     if not recent or step.order >= recent[-1].order:
         current = advance(current, step, started_at, rules)
         recent.append(step)
@@ -142,6 +149,7 @@ def fold(live: LiveState, event: Turn | Tick, started_at: int, start_score: floa
         # Older than every event still kept in order: applied where it arrives.
         checkpoint = advance(checkpoint, step, started_at, rules)
         current = advance(current, step, started_at, rules)
+        seen = (*seen, step.id)
     else:
         bisect.insort(recent, step, key=lambda s: s.order)
         current = checkpoint
@@ -150,6 +158,7 @@ def fold(live: LiveState, event: Turn | Tick, started_at: int, start_score: floa
     while len(recent) > RECENT_KEEP:
         horizon = recent.pop(0)
         checkpoint = advance(checkpoint, horizon, started_at, rules)
+        seen = (*seen, horizon.id)
     keep = 1.0 - start_score
     for flag in current.flags:
         keep *= 1.0 - rules.flag_weights[flag]
@@ -162,7 +171,7 @@ def fold(live: LiveState, event: Turn | Tick, started_at: int, start_score: floa
         current=current,
         score=max(live.score, score),
         written=live.written + (0 if isinstance(event, Tick) else 1),
-        seen=(*live.seen, step.id)[-SEEN_KEEP:],
+        seen=seen[-SEEN_KEEP:],
         first_alert_at=step.at if first else live.first_alert_at,
     )
     return Folded(new, first)

@@ -145,3 +145,27 @@ def test_counts_and_talk_time() -> None:
     assert (pic.user_turns, pic.agent_turns, pic.interruptions) == (2, 1, 0)
     now = pic.current
     assert (now.user_talk_s, now.agent_talk_s, now.user_words, now.agent_words) == (4.0, 6.0, 8, 9)
+
+
+def test_every_folded_event_is_known_once_and_its_id_is_kept_once() -> None:
+    in_order = [ev("turn.started", s, role="user") for s in range(live.RECENT_KEEP + 10)]
+    late = ev("turn.ended", -1, role="user")
+    state = picture([*in_order, late], START, 0.0, TH)
+    # The ten oldest and the late one are in the checkpoint; the recent steps carry their own ids.
+    assert len(state.recent) == live.RECENT_KEEP
+    assert set(state.seen) == {e.id for e in in_order[:10]} | {late.id}
+    assert not set(state.seen) & {step.id for step in state.recent}
+    assert all(live.already_folded(state, e.id) for e in [*in_order, late])
+    assert not live.already_folded(state, "e-never")
+
+
+def test_a_row_whose_seen_also_holds_the_recent_ids_folds_as_before() -> None:
+    events = [ev("turn.started", s, role="user") for s in range(live.RECENT_KEEP + 3)]
+    state = picture(events[:-3], START, 0.0, TH)
+    # Rows written before `seen` left out the recent steps' ids held them twice.
+    older = msgspec.structs.replace(state, seen=tuple(step.id for step in state.recent))
+    for event in events[-3:]:
+        state = live.fold(state, event, START, 0.0, TH).state
+        older = live.fold(older, event, START, 0.0, TH).state
+    assert older.current == state.current and older.recent == state.recent
+    assert all(live.already_folded(older, e.id) for e in events)
