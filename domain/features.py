@@ -93,6 +93,13 @@ class FeatureView:
         return history, h.get("first")
 
     def network_accounts(self, caller: str) -> int:
+        """How many accounts the caller has started calls to (non-quiet), from its history's count."""
+        h = self.store.get(K.history(caller))
+        if not h:
+            return 0
+        if "accounts" in h:
+            return int(h["accounts"])
+        # A history folded before the count: the list it kept beside it.
         return len(self.store.get(K.accounts(caller)) or [])
 
     def provider_alias(self, account: str, provider_call_id: str) -> str | None:
@@ -248,11 +255,23 @@ class FeatureView:
             start = {"score": round(fact.answer.score * 100), "at": at}
             if h.get("start") is None or start["at"] >= h["start"]["at"]:
                 h["start"] = start
+        self._count_account(h, caller, account)
         self.store.put(K.history(caller), h)
-        accounts = self.store.get(K.accounts(caller)) or []
-        if account not in accounts:
-            self.store.put(K.accounts(caller), sorted([*accounts, account]))
         return True
+
+    def _count_account(self, h: dict[str, Any], caller: str, account: str) -> None:
+        """One key per account the caller reached, and their count in its history: a list of them, read by
+        each start and rewritten whole for each new account, grew with a caller that calls thousands."""
+        if "accounts" not in h:
+            # A history folded before the count: its list becomes keys, once.
+            listed = self.store.get(K.accounts(caller)) or []
+            for reached in listed:
+                self.store.put(K.network(caller, reached), 1)
+            h["accounts"] = len(listed)
+        member = K.network(caller, account)
+        if self.store.get(member) is None:
+            self.store.put(member, 1)
+            h["accounts"] += 1
 
     def _settled(self, fact: CallSettled) -> bool:
         if not self._once(K.settled(fact.account_id, fact.call_id), 1):
@@ -278,7 +297,16 @@ class FeatureView:
 
     def _raw_history(self, caller: str) -> dict[str, Any]:
         found: dict[str, Any] | None = self.store.get(K.history(caller))
-        return found or {"calls": 0, "good": 0, "bad": 0, "points": 0, "settled": None, "start": None, "first": None}
+        return found or {
+            "calls": 0,
+            "good": 0,
+            "bad": 0,
+            "points": 0,
+            "settled": None,
+            "start": None,
+            "first": None,
+            "accounts": 0,
+        }
 
 
 def context(view: FeatureView, state: Stored | None, event: AnyEvent, rules: Rules) -> StartContext:

@@ -93,7 +93,13 @@ class View:
 
     @staticmethod
     def accounts(caller: str) -> str:
+        """The list of accounts a caller reached, as views kept it before `network`: read once, then left."""
         return f"accts|{caller}"
+
+    @staticmethod
+    def network(caller: str, account: str) -> str:
+        """One account a caller reached; the caller's history counts them."""
+        return f"net|{caller}|{account}"
 
     @staticmethod
     def provider(account: str, provider_call_id: str) -> str:

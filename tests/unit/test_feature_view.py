@@ -21,14 +21,14 @@ ANSWER = ScoreResult(
 )
 
 
-def decided(n: int, at: int) -> CallDecided:
+def decided(n: int, at: int, account: str = "acct_x", caller: str = "+12125550123") -> CallDecided:
     return CallDecided(
         id=f"f{n}",
-        account_id="acct_x",
+        account_id=account,
         number="+14155552671",
         at=at,
         call_id=f"c{n}",
-        caller="+12125550123",
+        caller=caller,
         caller_country="US",
         caller_first_at=None,
         geo=None,
@@ -51,3 +51,29 @@ def test_a_number_called_every_hour_for_three_days_keeps_two_days_of_counts() ->
     now = T0 + 71 * HOUR_MS + 120_000
     # The 25 hours that end in the current one, as GET /v1/numbers has always counted them.
     assert queries.numbers(view, "acct_x", now, 5)["data"][0]["calls_24h"] == 25
+
+
+def test_a_caller_counts_each_account_it_reached_once_and_keeps_no_list() -> None:
+    view = FeatureView(MemoryStore(), ScoringRules())
+    for n, account in enumerate(["acct_a", "acct_b", "acct_a", "acct_c"]):
+        assert view.apply(decided(n, T0 + n, account))
+    assert not view.apply(decided(1, T0 + 1, "acct_b"))
+    assert view.network_accounts("+12125550123") == 3
+    assert view.store.get(keys.View.accounts("+12125550123")) is None
+    assert view.network_accounts("+12125550199") == 0
+
+
+def test_a_view_folded_with_the_list_counts_on_from_it() -> None:
+    store = MemoryStore()
+    caller = "+12125550123"
+    # What a view kept before the count: the history without it, and the list beside it.
+    history = {"calls": 2, "good": 0, "bad": 0, "points": 0, "settled": None, "start": None, "first": T0}
+    store.put(keys.View.history(caller), history)
+    store.put(keys.View.accounts(caller), ["acct_a", "acct_b"])
+    view = FeatureView(store, ScoringRules())
+    assert view.network_accounts(caller) == 2
+    assert view.apply(decided(10, T0 + 10, "acct_b"))
+    assert view.network_accounts(caller) == 2
+    assert view.apply(decided(11, T0 + 11, "acct_c"))
+    assert view.network_accounts(caller) == 3
+    assert view.store.get(keys.View.history(caller))["calls"] == 4
