@@ -74,14 +74,12 @@ class FeatureView:
         times = self.store.get(K.caller_window(account, number, caller)) or []
         return sum(1 for t in times if since_ms < t <= until_ms)
 
-    def history(self, caller: str) -> History:
-        return self.caller(caller)[0]
-
-    def caller(self, caller: str) -> tuple[History, int | None]:
-        """The caller's history and when it was first seen, from one read."""
+    def caller(self, caller: str) -> tuple[History, int | None, int]:
+        """The caller's history, when it was first seen and how many accounts it reached (its non-quiet
+        starts' accounts), from one read."""
         h = self.store.get(K.history(caller))
         if not h:
-            return History(), None
+            return History(), None, 0
         history = History(
             calls=h["calls"],
             good=h["good"],
@@ -90,17 +88,9 @@ class FeatureView:
             last_settled=Last(**h["settled"]) if h.get("settled") else None,
             last_start=Last(**h["start"]) if h.get("start") else None,
         )
-        return history, h.get("first")
-
-    def network_accounts(self, caller: str) -> int:
-        """How many accounts the caller has started calls to (non-quiet), from its history's count."""
-        h = self.store.get(K.history(caller))
-        if not h:
-            return 0
-        if "accounts" in h:
-            return int(h["accounts"])
-        # A history folded before the count: the list it kept beside it.
-        return len(self.store.get(K.accounts(caller)) or [])
+        # A history folded before the count has the list it kept beside it.
+        reached = h["accounts"] if "accounts" in h else len(self.store.get(K.accounts(caller)) or [])
+        return history, h.get("first"), reached
 
     def provider_alias(self, account: str, provider_call_id: str) -> str | None:
         found: str | None = self.store.get(K.provider(account, provider_call_id))
@@ -318,7 +308,7 @@ def context(view: FeatureView, state: Stored | None, event: AnyEvent, rules: Rul
         return StartContext()
     number, caller, at = event.number, event.caller, event.at
     numbers = view.numbers(account)
-    history, first_seen = view.caller(caller)
+    history, first_seen, reached = view.caller(caller)
     geo = event.attrs.get("geo")
     zip_code = geo.get("zip") if isinstance(geo, dict) else None
     patterns = frozenset(
@@ -335,7 +325,7 @@ def context(view: FeatureView, state: Stored | None, event: AnyEvent, rules: Rul
         scored_today=view.scored_on(account, day_start_ms(event.received_at or at)),
         caller_calls=view.caller_calls(account, number, caller, at - rules.scoring.rate_window_ms, at),
         history=history,
-        network_accounts=view.network_accounts(caller),
+        network_accounts=reached,
         first_seen=first_seen,
         patterns=patterns,
         block=view.block(account, number, caller, at),

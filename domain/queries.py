@@ -266,14 +266,14 @@ def score_only(question: ScoreQuestion, view: FeatureView, rules: Rules) -> dict
 
 def reputation(view: FeatureView, number: str, now: int) -> dict[str, Any]:
     """Network-wide aggregates for a number: never an account id or a call."""
-    history = view.history(number)
+    history, _, reached = view.caller(number)
     last = history.last
     return {
         "number": number,
         "score": 0.0 if last is None else round(last.score / 100, 4),
         "calls": history.calls,
         "good": history.good,
-        "accounts": view.network_accounts(number),
+        "accounts": reached,
         "last": None if last is None else {"score": last.score, "days": max(0, (now - last.at) // DAY_MS)},
         "flags": ["prior_bad"] if history.bad else [],
     }

@@ -58,9 +58,9 @@ def test_a_caller_counts_each_account_it_reached_once_and_keeps_no_list() -> Non
     for n, account in enumerate(["acct_a", "acct_b", "acct_a", "acct_c"]):
         assert view.apply(decided(n, T0 + n, account))
     assert not view.apply(decided(1, T0 + 1, "acct_b"))
-    assert view.network_accounts("+12125550123") == 3
+    assert view.caller("+12125550123")[2] == 3
     assert view.store.get(keys.View.accounts("+12125550123")) is None
-    assert view.network_accounts("+12125550199") == 0
+    assert view.caller("+12125550199")[2] == 0
 
 
 def test_a_view_folded_with_the_list_counts_on_from_it() -> None:
@@ -71,9 +71,9 @@ def test_a_view_folded_with_the_list_counts_on_from_it() -> None:
     store.put(keys.View.history(caller), history)
     store.put(keys.View.accounts(caller), ["acct_a", "acct_b"])
     view = FeatureView(store, ScoringRules())
-    assert view.network_accounts(caller) == 2
+    assert view.caller(caller)[2] == 2
     assert view.apply(decided(10, T0 + 10, "acct_b"))
-    assert view.network_accounts(caller) == 2
+    assert view.caller(caller)[2] == 2
     assert view.apply(decided(11, T0 + 11, "acct_c"))
-    assert view.network_accounts(caller) == 3
+    assert view.caller(caller)[2] == 3
     assert view.store.get(keys.View.history(caller))["calls"] == 4
