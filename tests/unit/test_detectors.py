@@ -15,50 +15,28 @@ from domain.facts import (
     Fact,
     ForwardDone,
     PatternActive,
-    Prior,
-    ScoreResult,
-    Thresholds,
 )
 from domain.rules import DetectorRules, ScoringRules
+from tests.facts import NUMBER, call_decided
 
 RULES = DetectorRules()
-NUMBER = "+14155552671"
 MIN = 60_000
 HOUR = 3_600_000
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % HOUR
 _ids = itertools.count()
-ANSWER = ScoreResult(
-    call_id="c",
-    score=0.0,
-    action="allow",
-    thresholds=Thresholds(0.5, 0.8),
-    reasons=(),
-    block=None,
-    checks={},
-    prior=Prior(),
-)
 
 
 def decided(caller: str, minute: float, **fields: Any) -> CallDecided:
-    n = next(_ids)
     at = T0 + int(minute * MIN)
-    return CallDecided(
-        id=f"f{n}",
-        account_id="acct_x",
-        number=NUMBER,
-        at=at,
-        call_id=f"c{n}",
-        caller=caller,
+    return call_decided(
+        next(_ids),
+        at,
+        caller,
         caller_country=fields.pop("country", "US"),
         caller_first_at=fields.pop("first", None),
         geo=fields.pop("geo", None),
-        cost=None,
-        direction="inbound",
-        provider_call_id=None,
         quiet=fields.pop("quiet", False),
-        number_created=False,
         received_at=at + fields.pop("late_ms", 0),
-        answer=ANSWER,
     )
 
 

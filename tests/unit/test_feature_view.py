@@ -3,54 +3,28 @@
 from __future__ import annotations
 
 from domain import keys, queries
-from domain.facts import CallDecided, Prior, ScoreResult, Thresholds
+from domain.facts import CallDecided
 from domain.features import FeatureView
 from domain.rules import HOUR_MS, ScoringRules
 from domain.store import MemoryStore
+from tests.facts import ACCOUNT, NUMBER, call_decided
 
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % HOUR_MS
-ANSWER = ScoreResult(
-    call_id="c",
-    score=0.0,
-    action="allow",
-    thresholds=Thresholds(0.5, 0.8),
-    reasons=(),
-    block=None,
-    checks={},
-    prior=Prior(),
-)
 
 
-def decided(n: int, at: int, account: str = "acct_x", caller: str = "+12125550123") -> CallDecided:
-    return CallDecided(
-        id=f"f{n}",
-        account_id=account,
-        number="+14155552671",
-        at=at,
-        call_id=f"c{n}",
-        caller=caller,
-        caller_country="US",
-        caller_first_at=None,
-        geo=None,
-        cost=None,
-        direction="inbound",
-        provider_call_id=None,
-        quiet=False,
-        number_created=False,
-        received_at=at,
-        answer=ANSWER,
-    )
+def decided(n: int, at: int, account: str = ACCOUNT, caller: str = "+12125550123") -> CallDecided:
+    return call_decided(n, at, caller, account_id=account)
 
 
 def test_a_number_called_every_hour_for_three_days_keeps_two_days_of_counts() -> None:
     view = FeatureView(MemoryStore(), ScoringRules())
     for hour in range(72):
         assert view.apply(decided(hour, T0 + hour * HOUR_MS + 60_000))
-    hours = view.store.get(keys.View.hours("acct_x", "+14155552671"))
+    hours = view.store.get(keys.View.hours(ACCOUNT, NUMBER))
     assert sorted(int(h) for h in hours) == [T0 + hour * HOUR_MS for hour in range(24, 72)]
     now = T0 + 71 * HOUR_MS + 120_000
     # The 25 hours that end in the current one, as GET /v1/numbers has always counted them.
-    assert queries.numbers(view, "acct_x", now, 5)["data"][0]["calls_24h"] == 25
+    assert queries.numbers(view, ACCOUNT, now, 5)["data"][0]["calls_24h"] == 25
 
 
 def test_a_caller_counts_each_account_it_reached_once_and_keeps_no_list() -> None:
