@@ -45,7 +45,7 @@ class Raised(msgspec.Struct, frozen=True, array_like=True, gc=False):
     alert: Alert
 
 
-class CallState(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="call", gc=False):
+class CallState(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="call", omit_defaults=True, gc=False):
     account_id: str
     call_id: str
     provider_call_id: str | None

@@ -88,7 +88,7 @@ class Forward(msgspec.Struct, frozen=True, array_like=True, gc=False):
     bad: bool
 
 
-class NumberWindow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+class NumberWindow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     calls: tuple[WindowCall, ...] = ()
     countries: dict[str, CountrySeen] = msgspec.field(default_factory=dict)
     hours: dict[int, int] = msgspec.field(default_factory=dict)

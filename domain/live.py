@@ -69,7 +69,7 @@ class Said(msgspec.Struct, frozen=True, array_like=True, gc=False):
     hash: str | None
 
 
-class Running(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+class Running(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """The picture after a run of events, in event time."""
 
     flags: tuple[str, ...] = ()
@@ -93,7 +93,7 @@ class Running(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     said: tuple[Said, ...] = ()
 
 
-class LiveState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+class LiveState(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     checkpoint: Running = msgspec.field(default_factory=Running)
     # The last event folded into the checkpoint: anything older arrived too late to be placed.
     horizon: Step | None = None

@@ -19,9 +19,9 @@ from tests.service import RunningService, create_account, start_service
 from tests.topics import read_topic
 
 START = {"type": "call.started", "to": "+14155552671", "from": "+12125550123"}
-# Under the bound a plain call's row fits (about 1.9 KB) and a call with the largest legal attrs (about
-# 5.2 KB) does not: the over-bound path, which no legal event reaches at the default 512 KiB.
-VALUE_BOUND = 4096
+# Under the bound a plain call's row fits (about 1 KB) and a call with the largest legal attrs (about
+# 3.6 KB) does not: the over-bound path, which no legal event reaches at the default 512 KiB.
+VALUE_BOUND = 2560
 LONGEST_ATTRS = {"caller_name": "n" * 128, "carrier": "k" * 128, "geo": {"city": "c" * 128}, "unknown": "u" * 2000}
 
 
