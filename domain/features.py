@@ -253,10 +253,11 @@ class FeatureView:
         """One key per account the caller reached, and their count in its history: a list of them, read by
         each start and rewritten whole for each new account, grew with a caller that calls thousands."""
         if "accounts" not in h:
-            # A history folded before the count: its list becomes keys, once.
+            # A history folded before the count: its list becomes keys, once, and goes.
             listed = self.store.get(K.accounts(caller)) or []
             for reached in listed:
                 self.store.put(K.network(caller, reached), 1)
+            self.store.delete(K.accounts(caller))
             h["accounts"] = len(listed)
         member = K.network(caller, account)
         if self.store.get(member) is None:

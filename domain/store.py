@@ -23,6 +23,10 @@ class Store(Protocol):
 
     def put(self, key: str, value: Any) -> None: ...
 
+    def delete(self, key: str) -> None:
+        """`key` gone: a get gives None."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -36,6 +40,9 @@ class MemoryStore:
 
     def put(self, key: str, value: Any) -> None:
         self.data[key] = msgspec.json.encode(value)
+
+    def delete(self, key: str) -> None:
+        self.data.pop(key, None)
 
     def close(self) -> None:
         self.data.clear()

@@ -36,7 +36,8 @@ class RocksStore:
         path.mkdir(parents=True, exist_ok=True)
         self.db = unlogged(budget.open(path))
         self.check = check
-        self._pending: dict[bytes, bytes] = {}
+        # Each key put or deleted (None) since the last `write_pending`, with its last value.
+        self._pending: dict[bytes, bytes | None] = {}
         # A start reads its features, then its own fact is applied to the same keys, and the call's end and
         # the account's next start read what it put: most reads are of a value read or put before, absent
         # keys included (docs/profiles/README.md, "The view's values kept"). A value kept is the store's own:
@@ -48,9 +49,8 @@ class RocksStore:
         if found is not _UNREAD:
             return found
         raw_key = key.encode()
-        raw = self._pending.get(raw_key)
-        if raw is None:
-            raw = self.db.get(raw_key)
+        pending = self._pending
+        raw = pending[raw_key] if raw_key in pending else self.db.get(raw_key)
         value = None if raw is None else msgspec.json.decode(raw)
         self._keep(key, value)
         return value
@@ -65,13 +65,17 @@ class RocksStore:
             raise RowMismatch(f"view value {key} put as {value!r}, read back as {decoded!r}")
         self._keep(key, value)
 
+    def delete(self, key: str) -> None:
+        self._pending[key.encode()] = None
+        self._keep(key, None)
+
     def _keep(self, key: str, value: Any) -> None:
         if len(self._read) >= READ_KEPT:
             self._read = {}
         self._read[key] = value
 
     def write_pending(self) -> None:
-        """Write every put since the last call to RocksDB, in one batch."""
+        """Write every put and delete since the last call to RocksDB, in one batch."""
         if self._pending:
             write_rows(self.db, self._pending.items())
             self._pending = {}

@@ -37,7 +37,7 @@ def test_a_caller_counts_each_account_it_reached_once_and_keeps_no_list() -> Non
     assert view.caller("+12125550199")[2] == 0
 
 
-def test_a_view_folded_with_the_list_counts_on_from_it() -> None:
+def test_a_view_folded_with_the_list_counts_on_from_it_and_drops_the_list() -> None:
     store = MemoryStore()
     caller = "+12125550123"
     # What a view kept before the count: the history without it, and the list beside it.
@@ -48,6 +48,7 @@ def test_a_view_folded_with_the_list_counts_on_from_it() -> None:
     assert view.caller(caller)[2] == 2
     assert view.apply(decided(10, T0 + 10, "acct_b"))
     assert view.caller(caller)[2] == 2
+    assert store.get(keys.View.accounts(caller)) is None
     assert view.apply(decided(11, T0 + 11, "acct_c"))
     assert view.caller(caller)[2] == 3
     assert view.store.get(keys.View.history(caller))["calls"] == 4

@@ -13,6 +13,7 @@ from domain.facts import BlockPlaced
 from domain.features import FeatureView
 from domain.rules import ScoringRules
 from domain.store import MemoryStore, Store
+from processors import rocks_store
 from processors.rocks import RocksBudget
 from processors.rocks_store import RocksStore
 from processors.row_cache import RowMismatch
@@ -40,6 +41,15 @@ def test_a_put_replaces_the_value(store: Store) -> None:
     store.put("k", [1])
     store.put("k", {"two": 2})
     assert store.get("k") == {"two": 2}
+
+
+def test_a_deleted_key_is_none_and_a_later_put_brings_it_back(store: Store) -> None:
+    store.put("k", [1])
+    store.delete("k")
+    store.delete("never|put")
+    assert (store.get("k"), store.get("never|put")) == (None, None)
+    store.put("k", [2])
+    assert store.get("k") == [2]
 
 
 BLOCK = BlockPlaced(
@@ -120,6 +130,27 @@ def test_rocksdb_in_check_mode_refuses_a_value_json_would_give_back_changed(tmp_
     with pytest.raises(RowMismatch):
         store.put("tuple", {"n": (1, 2)})
     store.close()
+
+
+def test_rocksdb_a_delete_reaches_the_database_and_hides_what_it_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One value kept: reading another key forgets the delete, so the next read of it is the store's own.
+    monkeypatch.setattr(rocks_store, "READ_KEPT", 1)
+    budget = RocksBudget(8)
+    store = RocksStore(tmp_path / "db", budget)
+    store.put("a", {"n": 1})
+    store.write_pending()
+    store.delete("a")
+    assert store.get("other") is None
+    # Before the batch is written: the pending delete, not what RocksDB still holds.
+    assert store.get("a") is None
+    store.write_pending()
+    assert store.db.get(b"a") is None
+    store.close()
+    reopened = RocksStore(tmp_path / "db", budget)
+    assert reopened.get("a") is None
+    reopened.close()
 
 
 def test_rocksdb_a_put_replaces_a_value_read_before_it(tmp_path: Path) -> None:
