@@ -88,8 +88,7 @@ class FeatureView:
             last_settled=Last(**h["settled"]) if h.get("settled") else None,
             last_start=Last(**h["start"]) if h.get("start") else None,
         )
-        # A history folded before the count has the list it kept beside it.
-        reached = h["accounts"] if "accounts" in h else len(self.store.get(K.accounts(caller)) or [])
+        reached = h["accounts"] if "accounts" in h else len(self._listed_accounts(caller))
         return history, h.get("first"), reached
 
     def provider_alias(self, account: str, provider_call_id: str) -> str | None:
@@ -254,7 +253,7 @@ class FeatureView:
         each start and rewritten whole for each new account, grew with a caller that calls thousands."""
         if "accounts" not in h:
             # A history folded before the count: its list becomes keys, once, and goes.
-            listed = self.store.get(K.accounts(caller)) or []
+            listed = self._listed_accounts(caller)
             for reached in listed:
                 self.store.put(K.network(caller, reached), 1)
             self.store.delete(K.accounts(caller))
@@ -263,6 +262,11 @@ class FeatureView:
         if self.store.get(member) is None:
             self.store.put(member, 1)
             h["accounts"] += 1
+
+    def _listed_accounts(self, caller: str) -> list[str]:
+        """The accounts a history folded before the count kept as a list beside it (none once counted)."""
+        listed: list[str] = self.store.get(K.accounts(caller)) or []
+        return listed
 
     def _settled(self, fact: CallSettled) -> bool:
         if not self._once(K.settled(fact.account_id, fact.call_id), 1):
