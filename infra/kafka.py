@@ -29,6 +29,11 @@ log = logging.getLogger(__name__)
 # Tansu reports wrong end offsets for multi-record batches: with a batch this small every batch holds
 # exactly one record. Its empty fetches are also cheap to repeat, so its consumers poll often.
 MEMORY_BATCH_BYTES = 64
+# The producer's batch limit on Kafka (aiokafka's default is 16 KiB). A producer has one request in flight
+# to a broker, holding at most one batch a partition, and a partition's next batch waits for the one before
+# it to leave: a changelog flush of a megabyte went out in some sixty round trips, one after the other.
+# Half of the broker's default `message.max.bytes` (1 MiB) leaves room for a batch's overhead.
+BATCH_BYTES = 512 * 1024
 MEMORY_FETCH_WAIT_MS = 5
 MEMORY_FOLLOW_WAIT_MS = 50
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -106,6 +111,7 @@ def make_producer(settings: Settings, **extra: Any) -> AIOKafkaProducer:
         "acks": "all",
         "linger_ms": 0,
         "enable_idempotence": True,
+        "max_batch_size": BATCH_BYTES,
         **auth(settings),
     }
     if settings.memory_broker:
