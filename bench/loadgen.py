@@ -1,4 +1,4 @@
-"""Open-loop HTTP load generator, run as its own process: `python -m bench.loadgen < spec.json`.
+"""Open-loop HTTP load generator, run as its own process: `python -m bench.loadgen RESULT < spec.json`.
 
 Arrivals are scheduled up front at fixed intended send times (Poisson, at the offered rate), and
 every latency is measured from the intended send time, not from when the request actually left:
@@ -24,7 +24,8 @@ needs; `window_s` adds the statistics of each window of that many seconds (by in
 `ledger` adds, per call, which of its events were acknowledged, so the caller can check that the service
 lost none of them.
 
-The spec is JSON on stdin; the result is one JSON object on stdout.
+The spec is JSON on stdin; the result is one JSON object, written to the file RESULT. Not to stdout: a
+ledger's result is megabytes, and read through a pipe it once came back cut at the pipe's 64 KiB.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import math
 import os
 import random
 import sys
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -398,24 +400,28 @@ def summarise(
 async def in_process(spec: dict[str, Any]) -> dict[str, Any]:
     """Run one load in a process of its own (so the generator does not share the caller's loop), in its
     own process group, killed if it outlives its arrivals by 90 s or the caller is cancelled."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bench.loadgen",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        cwd=Path(__file__).resolve().parent.parent,
-        start_new_session=True,
-    )
-    try:
-        out, _ = await asyncio.wait_for(process.communicate(orjson.dumps(spec)), float(spec["duration_s"]) + 90)
-    finally:
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, 9)
-            await process.wait()
-    result: dict[str, Any] = orjson.loads(out)
-    return result
+    with tempfile.TemporaryDirectory(prefix="loadgen-") as tmp:
+        result_path = Path(tmp) / "result.json"
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bench.loadgen",
+            str(result_path),
+            stdin=asyncio.subprocess.PIPE,
+            cwd=Path(__file__).resolve().parent.parent,
+            start_new_session=True,
+        )
+        try:
+            await asyncio.wait_for(process.communicate(orjson.dumps(spec)), float(spec["duration_s"]) + 90)
+        finally:
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, 9)
+                await process.wait()
+        if process.returncode != 0:
+            raise RuntimeError(f"the load generator exited with status {process.returncode}")
+        result: dict[str, Any] = orjson.loads(result_path.read_bytes())
+        return result
 
 
 class CollectorPauses:
@@ -460,8 +466,7 @@ async def run(spec: Spec) -> dict[str, Any]:
 def main() -> None:
     spec = Spec.from_json(orjson.loads(sys.stdin.buffer.read()))
     result = uvloop.run(run(spec))
-    sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
-    sys.stdout.flush()
+    Path(sys.argv[1]).write_bytes(orjson.dumps(result))
 
 
 if __name__ == "__main__":
