@@ -41,6 +41,9 @@ from infra.ports import free_port_block
 
 OVERLOAD_STEP_S = 60.0
 OVERLOAD_WINDOW_S = 5.0
+# Unmeasured full calls at the low rate before the overload: a fresh broker's first seconds cost it two to three
+# times the CPU of the same load later (its JIT), which put timeouts into the overload's first windows.
+OVERLOAD_WARMUP_S = 15.0
 RECOVERY_TARGET_S = 30.0
 # Two calls for each of the 20,000 protected numbers of the default 800 accounts.
 PREFILL_CALLS = 40_000
@@ -126,6 +129,18 @@ async def overload(service: Service, progress: Progress, accounts: list[BenchAcc
     high, low = args.sustainable * 2, args.sustainable / 2
     log(f"overload: {high:g} events/s for {OVERLOAD_STEP_S:g} s, then {low:g} events/s")
     steps = [(high, OVERLOAD_STEP_S), (low, OVERLOAD_STEP_S)]
+    log(f"overload: warm-up at {low:g} events/s for {OVERLOAD_WARMUP_S:g} s, not measured")
+    warm = spec(
+        service,
+        accounts,
+        "warm",
+        rate=low,
+        duration_s=OVERLOAD_WARMUP_S,
+        window_s=OVERLOAD_WINDOW_S,
+        call_offset=2_000_000,
+    )
+    warmup = await in_process(warm)
+    await progress.wait_drained(60.0, slack=8)
     load = spec(
         service,
         accounts,
@@ -143,6 +158,12 @@ async def overload(service: Service, progress: Progress, accounts: list[BenchAcc
     log(f"overload: drained {drained:.1f} s after the load; checking {len(ledger)} calls")
     return {
         "steps": steps,
+        "warmup": {
+            "rate": low,
+            "seconds": OVERLOAD_WARMUP_S,
+            "all": warmup["all"],
+            "windows": warmup["windows"],
+        },
         "result": result,
         "samples": samples,
         "drained_s": drained,

@@ -175,6 +175,7 @@ def overload_section(results: dict[str, Any], command: str) -> str:
             " through `GET /v1/calls/{call_id}`: its turns and its end)."
             + (f" Examples: {'; '.join(lost['examples'])}." if lost["examples"] else ""),
             f"- Errors by kind (the commonest): {errors_by_kind(over['result'])}.",
+            warmup_line(over["warmup"]),
             "- The load generator's longest garbage-collector pause:"
             f" {over['result'].get('loadgen_gc_max_pause_ms')} ms (latency it would charge to the service).",
             "",
@@ -182,6 +183,17 @@ def overload_section(results: dict[str, Any], command: str) -> str:
             "",
             end,
         ]
+    )
+
+
+def warmup_line(warmup: dict[str, Any]) -> str:
+    """The unmeasured warm-up before the overload: what a fresh service's first seconds cost."""
+    s = warmup["all"]
+    p99 = " / ".join(str(w["p99_ms"]) for w in warmup["windows"])
+    return (
+        f"- Before it, {warmup['seconds']:g} s of full calls at {warmup['rate']:g} events/s, not measured (a fresh"
+        f" broker's first seconds): p50 {s['p50_ms']} ms, p99 {s['p99_ms']} ms, {s['errors']} errors;"
+        f" p99 per 5 s: {p99} ms."
     )
 
 

@@ -1,8 +1,8 @@
-"""The overload table's CPU column: each process's mean over the samples inside a window."""
+"""The overload section: the table's CPU column (each process's mean over the samples inside a window), the warm-up."""
 
 from __future__ import annotations
 
-from bench.soak_report import window_cpu
+from bench.soak_report import warmup_line, window_cpu
 
 
 def test_means_the_samples_inside_the_window_only() -> None:
@@ -18,3 +18,16 @@ def test_means_the_samples_inside_the_window_only() -> None:
 def test_a_process_never_sampled_shows_a_dash() -> None:
     assert window_cpu([(1.0, {"edge": 12.4, "worker": 20.6})], 0.0, 5.0) == "12 / 21 / — / —"
     assert window_cpu([], 0.0, 5.0) == "— / — / — / —"
+
+
+def test_the_warm_up_line_gives_its_rate_its_whole_and_each_window() -> None:
+    warmup = {
+        "rate": 1000.0,
+        "seconds": 15.0,
+        "all": {"p50_ms": 4.1, "p99_ms": 61.2, "errors": 0},
+        "windows": [{"p99_ms": 120.5}, {"p99_ms": 30.0}, {"p99_ms": None}],
+    }
+    assert warmup_line(warmup) == (
+        "- Before it, 15 s of full calls at 1000 events/s, not measured (a fresh broker's first seconds):"
+        " p50 4.1 ms, p99 61.2 ms, 0 errors; p99 per 5 s: 120.5 / 30.0 / None ms."
+    )
