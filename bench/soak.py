@@ -42,7 +42,8 @@ from infra.ports import free_port_block
 OVERLOAD_STEP_S = 60.0
 OVERLOAD_WINDOW_S = 5.0
 # Unmeasured full calls at the low rate before the overload: a fresh broker's first seconds cost it two to three
-# times the CPU of the same load later (its JIT), which put timeouts into the overload's first windows.
+# times the CPU of the same load later, which put timeouts into the overload's first windows
+# (docs/benchmarks-soak.md, below the overload section).
 OVERLOAD_WARMUP_S = 15.0
 RECOVERY_TARGET_S = 30.0
 # Two calls for each of the 20,000 protected numbers of the default 800 accounts.
