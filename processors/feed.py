@@ -1,4 +1,5 @@
-"""A folded topic's records, handed by the consumer straight to its fold instead of through Faust's streams.
+"""A folded topic's records, handed by the consumer straight to its fold instead of through Faust's streams
+(processors/inline_consumer.py, `_drain_messages`).
 
 Faust takes each record through the conductor's lock, a channel's decode and queue, and a stream's
 generator (sensors, acks by reference count, the current event) before an agent sees it: about a sixth
@@ -56,20 +57,24 @@ class Feed:
         # Faust empties the buffers it manages when a rebalance ends.
         app.flow_control.manage_queue(self)
 
-    async def deliver(self, message: Any) -> None:
-        """The consumer's hand-over of one record (never waits, so the detector's records are not held up)."""
+    async def deliver(self, messages: list[Any]) -> None:
+        """The consumer's hand-over of records of one partition, in offset order (never waits, so the
+        detector's records are not held up)."""
         app = self.app
         if not app.flow_control.is_active():
             await app.flow_control.acquire()
         consumer = app.consumer
-        message.tracked = True
-        consumer.track_message(message)
+        track = consumer.track_message
+        for message in messages:
+            message.tracked = True
+            track(message)
         buffer = self._buffer
-        buffer.append(message)
+        buffer.extend(messages)
         self._ready.set()
-        if len(buffer) >= self._high and message.tp not in self._held:
+        last = messages[-1]
+        if len(buffer) >= self._high and last.tp not in self._held:
             # Faust's own partition type: its consumer's bookkeeping takes no other.
-            tp = TP(message.topic, message.partition)
+            tp = TP(last.topic, last.partition)
             self._held.add(tp)
             consumer.on_buffer_full(tp)
 
@@ -128,26 +133,15 @@ class _Signal:
 
 
 class FeedConductor(Conductor):
-    """Faust's conductor, with the records of each topic that has a feed handed to that feed."""
+    """Faust's conductor, with a feed for each topic folded from one: the consumer hands their records to
+    their feeds, a fetched partition's batch at a time (processors/inline_consumer.py, `_drain_messages`),
+    and never to the conductor's channels."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.feeds: dict[str, Feed] = {}
         super().__init__(*args, **kwargs)
 
-    def _compile_message_handler(self) -> Any:
-        to_channels = super()._compile_message_handler()
-        feeds = self.feeds
-
-        async def on_message(message: Any) -> None:
-            feed = feeds.get(message.topic)
-            if feed is None:
-                await to_channels(message)
-            else:
-                await feed.deliver(message)
-
-        return on_message
-
 
 def feed_folds() -> None:
-    """Every Faust app made after this hands the records of its feeds' topics to them."""
+    """Every Faust app made after this keeps the feeds of its folded topics on its conductor."""
     driver.Transport.Conductor = FeedConductor
