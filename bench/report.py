@@ -312,8 +312,13 @@ def fold_section(fold: dict[str, Any], consumer: dict[str, Any]) -> list[str]:
         f"Each round appends `{append.get('calls', '?')}` calls (start and end, {append.get('records', '?')} records)",
         "straight to the events topic exactly as the edge writes them (same validation, envelope and key; no",
         "HTTP, no reply) while the worker is paused (SIGSTOP), then lets it fold them with nothing else running.",
-        "Its rate is the slope of its consumer group's committed position between the first and the last",
-        "commit inside the backlog (polled every 50 ms), so neither the append nor the last flush counts. The",
+        "The fold is done once the detector has folded the facts the events' folds appended too (one a start or",
+        "end, and the few the detectors place, on the decisions topic). Its rate runs from its consumer group's",
+        "first commit inside the backlog (polled every 50 ms) to the commit that covers both topics' ends, so",
+        "neither the append nor the worker's start-up counts, and its last flush does. Until 2026-11-29 it was",
+        "the events topic's slope alone (shown beside it), and the detector's fold, which runs behind the",
+        "events' and catches up after them, was left out (docs/profiles/README.md, \"The detector's fold, timed",
+        "with the events'\"). The CPU a record runs from the resumption to that last commit. The",
         "same records are then copied to a topic of their own and folded by stock Faust with one table write a",
         "record: `bench/faust_floor.py`, a Faust app with the worker's own settings",
         "(`processors.app.make_faust_app`), one agent at concurrency 1, decoding each record and writing it to a",
@@ -323,27 +328,28 @@ def fold_section(fold: dict[str, Any], consumer: dict[str, Any]) -> list[str]:
         "(the call, its index entry, its sweep entry, the detector's per-number state) write behind: each changed",
         "key is one changelog record per 200 ms flush, however often it changed.",
         "",
-        "A backlog long enough for a dozen commits or more keeps the slope from resting on two or three",
+        "A backlog long enough for a dozen commits or more keeps the rate from resting on two or three",
         "(half-second commits over a backlog of a few seconds put it anywhere from 1.4x to 2.6x stock Faust).",
-        "Each round also gives the rate from the worker's resumption to its last commit (its start-up and",
-        "final flush included): a lower bound, and the ratio to stock Faust by it.",
+        "Each round also gives the rate from the worker's resumption to its last commit on both topics (its",
+        "start-up and final flush included): a lower bound, and the ratio to stock Faust by it.",
         "",
-        "| round | worker records/s | commits inside | worker CPU µs a record | stock Faust records/s "
-        "| worker vs Faust | resumed to drained, records/s | vs Faust by it |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| round | worker records/s | events topic's slope | commits inside | worker CPU µs a record "
+        "| stock Faust records/s | worker vs Faust | resumed to drained, records/s | vs Faust by it |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for number, one in enumerate(fold.get("rounds") or [], start=1):
         faust = one.get("faust") or {}
         worker, stock = one.get("per_s"), faust.get("per_s")
         drained = drained_rate(one)
         out.append(
-            f"| {number} | {worker or '—'} | {one.get('commits', '—')} | {one.get('cpu_us_per_record') or '—'} "
+            f"| {number} | {worker or '—'} | {one.get('events_per_s') or '—'} | {one.get('commits', '—')} "
+            f"| {one.get('cpu_us_per_record') or '—'} "
             f"| {stock or faust.get('error', '—')} | {fmt_ratio(ratio(worker, stock))} "
             f"| {drained or '—'} | {fmt_ratio(ratio(drained, stock))} |"
         )
     against_consumer = fmt_ratio(ratio(fold.get("per_s"), consumer.get("per_s")))
     out += [
-        f"| median | {fold.get('per_s') or '—'} | | | | {fmt_ratio(fold.get('stock_ratio'))} | | |",
+        f"| median | {fold.get('per_s') or '—'} | | | | | {fmt_ratio(fold.get('stock_ratio'))} | | |",
         "",
         "The bare consumer (`bench/baselines.py consume`) reads the whole events topic from offset 0 with the",
         "service's consumer settings, decoding each value with orjson and doing nothing else: "

@@ -37,11 +37,11 @@ from bench.service import (
     Progress,
     Service,
     broker_label,
-    commit_rate,
-    commit_steps,
     cpu_seconds,
     create_accounts,
     create_topic,
+    fold_rates,
+    fold_steps,
     jvm_heap_mb,
     rss_mb,
     start_service,
@@ -525,15 +525,18 @@ async def phases(bench: Bench) -> None:
 
 
 async def fold_rate(bench: Bench, calls: int) -> dict[str, Any]:
-    """Append `calls` calls with the worker paused, then time its committed position as it folds them.
+    """Append `calls` calls with the worker paused, then time its committed positions as it folds them.
 
     Paused (SIGSTOP) while the backlog is appended, the worker then folds it with nothing else running, as
-    the Faust floor folds its copy; the rate is the committed position's slope inside the backlog
-    (`commit_rate`), so neither the append nor the wait for the last flush counts."""
+    the Faust floor folds its copy. The fold is done when the detector has folded the facts the events'
+    folds appended too (on the decisions topic): the rate runs from the first commit inside the backlog to
+    the commit that covers both (`fold_rates`), so the append and the worker's start-up do not count, and
+    the CPU a record from the resumption to that commit."""
     await bench.settle()
     settings = bench.service.settings
     backlog_from = await bench.progress.ends()
     start = sum(backlog_from.values())
+    facts_from = await bench.progress.end("decisions")
     worker = bench.service.processes()["worker"]
     os.kill(worker, signal.SIGSTOP)
     try:
@@ -544,17 +547,21 @@ async def fold_rate(bench: Bench, calls: int) -> dict[str, Any]:
     end = await bench.progress.end()
     cpu_before, resumed = cpu_seconds(worker), time.monotonic()
     # A fresh service is generation 0: its worker's consumer group is the app id itself.
-    steps = await commit_steps(settings, settings.app_id, end, max(5.0, bench.budget.left() - 30))
+    steps, fact_steps, facts_end = await fold_steps(
+        settings, settings.app_id, end, lambda: bench.progress.end("decisions"), max(5.0, bench.budget.left() - 30)
+    )
     cpu_after = cpu_seconds(worker)
     folded = (steps[-1][1] - start) if steps else 0
     cpu = None if cpu_before is None or cpu_after is None or folded <= 0 else (cpu_after - cpu_before) / folded
+    drained = steps and steps[-1][1] >= end and fact_steps and facts_end is not None and fact_steps[-1][1] >= facts_end
     return {
         "append": appended,
         "from_offsets": backlog_from,
         "records": end - start,
+        "facts": None if facts_end is None else facts_end - facts_from,
         "commits": len([1 for _, position in steps if start < position < end]),
-        "drained_s": round(steps[-1][0] - resumed, 2) if steps and steps[-1][1] >= end else None,
-        "per_s": commit_rate(steps, start, end),
+        "drained_s": round(max(steps[-1][0], fact_steps[-1][0]) - resumed, 2) if drained else None,
+        **fold_rates(steps, start, end, fact_steps, facts_end),
         "cpu_us_per_record": None if cpu is None else round(cpu * 1e6, 1),
     }
 

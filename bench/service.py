@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -244,13 +244,13 @@ class Progress:
                 best[part] = max(best.get(part, 0), int(done))
         return sum(best.values())
 
-    async def end(self) -> int:
-        return sum((await self.ends()).values())
+    async def end(self, name: str = "events") -> int:
+        return sum((await self.ends(name)).values())
 
-    async def ends(self) -> dict[int, int]:
-        """The events topic's end offset of each partition."""
+    async def ends(self, name: str = "events") -> dict[int, int]:
+        """The end offset of each partition of topic `name` (the events topic's by default)."""
         assert self.offsets is not None
-        topic = self.settings.topic("events")
+        topic = self.settings.topic(name)
         parts = [TopicPartition(topic, p) for p in range(self.settings.partitions)]
         return {tp.partition: int(offset) for tp, offset in (await self.offsets.end_offsets(parts)).items()}
 
@@ -272,25 +272,47 @@ class Progress:
 async def commit_steps(settings: Settings, group: str, until: int, timeout_s: float) -> list[tuple[float, int]]:
     """Each position of the events topic (summed over partitions) that consumer group `group` commits, with
     when it was first seen, polled every `COMMIT_POLL_S` until it reaches `until` or the time-out."""
+    steps, _, _ = await fold_steps(settings, group, until, None, timeout_s)
+    return steps
+
+
+Steps = list[tuple[float, int]]
+
+
+async def fold_steps(
+    settings: Settings, group: str, until: int, facts_end: Callable[[], Awaitable[int]] | None, timeout_s: float
+) -> tuple[Steps, Steps, int | None]:
+    """`commit_steps` of the events topic and, with `facts_end`, of the decisions topic in the same polls:
+    until the events reach `until` and the decisions the end `facts_end` gives once they have (the facts
+    the events' folds appended), or the time-out. Returns both topics' steps and that end."""
     admin = make_admin(settings)
     await admin.start()
-    topic = settings.topic("events")
     # Named: asked for all of a group's offsets, the memory broker answers what aiokafka cannot read.
-    events = [TopicPartition(topic, p) for p in range(settings.partitions)]
-    steps: list[tuple[float, int]] = []
+    names = ["events"] if facts_end is None else ["events", "decisions"]
+    topics = [settings.topic(name) for name in names]
+    parts = [TopicPartition(topic, p) for topic in topics for p in range(settings.partitions)]
+    steps: list[Steps] = [[] for _ in topics]
+    facts_until: int | None = None
     try:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            found = await admin.list_consumer_group_offsets(group, partitions=events)
-            position = sum(meta.offset for meta in found.values() if meta.offset > 0)
-            if not steps or position != steps[-1][1]:
-                steps.append((time.monotonic(), position))
-            if position >= until:
-                break
+            found = await admin.list_consumer_group_offsets(group, partitions=parts)
+            seen = time.monotonic()
+            positions = [sum(m.offset for tp, m in found.items() if tp.topic == t and m.offset > 0) for t in topics]
+            for position, kept in zip(positions, steps, strict=True):
+                if not kept or position != kept[-1][1]:
+                    kept.append((seen, position))
+            if positions[0] >= until:
+                if facts_end is None:
+                    break
+                if facts_until is None:
+                    facts_until = await facts_end()
+                if positions[1] >= facts_until:
+                    break
             await asyncio.sleep(COMMIT_POLL_S)
     finally:
         await admin.close()
-    return steps
+    return steps[0], steps[1] if facts_end is not None else [], facts_until
 
 
 def commit_rate(steps: list[tuple[float, int]], start: int, end: int) -> float | None:
@@ -304,6 +326,22 @@ def commit_rate(steps: list[tuple[float, int]], start: int, end: int) -> float |
         return None
     (t0, p0), (t1, p1) = inside[0], inside[-1]
     return round((p1 - p0) / (t1 - t0), 1)
+
+
+def fold_rates(events: Steps, start: int, end: int, facts: Steps, facts_end: int | None) -> dict[str, float | None]:
+    """A fold round's rates: the events topic's slope (`commit_rate`), and the fold's own, the backlog's
+    records from the first commit inside it to the commit that covers both the events and the facts their
+    folds appended (`facts_end` on the decisions topic). The detector folds those facts behind the events,
+    and catches up after them: the fold's own rate counts that, and the last flush, which the slope leaves
+    out. None when a commit inside or the end of either topic was not seen."""
+    inside = [(t, position) for t, position in events if start < position < end]
+    ended = [t for t, position in events if position >= end]
+    facts_ended = [t for t, position in facts if facts_end is not None and position >= facts_end]
+    per_s = None
+    if inside and ended and facts_ended:
+        (first, position), done = inside[0], max(ended[0], facts_ended[0])
+        per_s = round((end - position) / (done - first), 1) if done > first else None
+    return {"events_per_s": commit_rate(events, start, end), "per_s": per_s}
 
 
 def children_of(pid: int) -> list[int]:
