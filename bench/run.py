@@ -40,6 +40,7 @@ from bench.service import (
     cpu_seconds,
     create_accounts,
     create_topic,
+    fold_done_at,
     fold_rates,
     fold_steps,
     jvm_heap_mb,
@@ -553,14 +554,14 @@ async def fold_rate(bench: Bench, calls: int) -> dict[str, Any]:
     cpu_after = cpu_seconds(worker)
     folded = (steps[-1][1] - start) if steps else 0
     cpu = None if cpu_before is None or cpu_after is None or folded <= 0 else (cpu_after - cpu_before) / folded
-    drained = steps and steps[-1][1] >= end and fact_steps and facts_end is not None and fact_steps[-1][1] >= facts_end
+    done = fold_done_at(steps, end, fact_steps, facts_end)
     return {
         "append": appended,
         "from_offsets": backlog_from,
         "records": end - start,
         "facts": None if facts_end is None else facts_end - facts_from,
         "commits": len([1 for _, position in steps if start < position < end]),
-        "drained_s": round(max(steps[-1][0], fact_steps[-1][0]) - resumed, 2) if drained else None,
+        "drained_s": None if done is None else round(done - resumed, 2),
         **fold_rates(steps, start, end, fact_steps, facts_end),
         "cpu_us_per_record": None if cpu is None else round(cpu * 1e6, 1),
     }

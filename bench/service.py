@@ -335,13 +335,20 @@ def fold_rates(events: Steps, start: int, end: int, facts: Steps, facts_end: int
     and catches up after them: the fold's own rate counts that, and the last flush, which the slope leaves
     out. None when a commit inside or the end of either topic was not seen."""
     inside = [(t, position) for t, position in events if start < position < end]
-    ended = [t for t, position in events if position >= end]
-    facts_ended = [t for t, position in facts if facts_end is not None and position >= facts_end]
+    done = fold_done_at(events, end, facts, facts_end)
     per_s = None
-    if inside and ended and facts_ended:
-        (first, position), done = inside[0], max(ended[0], facts_ended[0])
+    if inside and done is not None:
+        first, position = inside[0]
         per_s = round((end - position) / (done - first), 1) if done > first else None
     return {"events_per_s": commit_rate(events, start, end), "per_s": per_s}
+
+
+def fold_done_at(events: Steps, end: int, facts: Steps, facts_end: int | None) -> float | None:
+    """When the commits first covered both the events up to `end` and the facts up to `facts_end`; None when
+    either end was not seen."""
+    ended = [t for t, position in events if position >= end]
+    facts_ended = [t for t, position in facts if facts_end is not None and position >= facts_end]
+    return max(ended[0], facts_ended[0]) if ended and facts_ended else None
 
 
 def children_of(pid: int) -> list[int]:
