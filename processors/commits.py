@@ -63,8 +63,8 @@ class Commits:
         # The next offset each partition must deliver, and where a gap was found and fetched again.
         self._next: dict[tuple[str, int], int] = {}
         self._refetching: dict[tuple[str, int], int] = {}
-        # Per topic, since when its agent has been waiting for the next record (absent while it folds one).
-        self._idle_since: dict[str, float] = {}
+        # Each folded topic's feed, which says since when its fold has been idle.
+        self._feeds: dict[str, Feed] = {}
         # Partitions whose position the last check found past the fold's next record, with that record.
         self._past_at_last_check: dict[tuple[str, int], int] = {}
         # How many times each partition was revoked: an event handed over before a revocation is not acknowledged.
@@ -85,16 +85,14 @@ class Commits:
     async def folds(self, feed: Feed, name: str) -> AsyncIterator[tuple[Fed, list[asyncio.Future[Any]]]]:
         """The feed's events, each with a list for the acks of what folding it appended."""
         histogram = self.metrics.fold_seconds.labels(name)
-        self._idle_since[self.topic_name(name)] = time.monotonic()
+        self._feeds[self.topic_name(name)] = feed
         async for event in feed.events():
             if self._unacknowledged >= self.unacknowledged_max:
                 await self._room.wait()
             if self._closing:
                 continue
-            topic = event.message.topic
-            self._idle_since.pop(topic, None)
             if not await self._skipped_before(event):
-                revocations = self._revocations.get((topic, event.message.partition), 0)
+                revocations = self._revocations.get((event.message.topic, event.message.partition), 0)
                 started = time.perf_counter()
                 pending: list[asyncio.Future[Any]] = []
                 self._folding += 1
@@ -110,7 +108,6 @@ class Commits:
                 self._unacknowledged += 1
                 if self._unacknowledged >= self.unacknowledged_max:
                     self._room.clear()
-            self._idle_since[topic] = time.monotonic()
 
     async def _skipped_before(self, event: Any) -> bool:
         """True for an event that came after a gap: the records the feed skipped are fetched again.
@@ -193,8 +190,9 @@ class Commits:
         past, self._past_at_last_check = self._past_at_last_check, {}
         for tp in self.app.consumer.assignment():
             key = (tp.topic, tp.partition)
-            # Only the topics folded here have an idle time (a changelog's partitions are assigned too).
-            since = self._idle_since.get(tp.topic)
+            # Only the topics folded here have a feed (a changelog's partitions are assigned too).
+            feed = self._feeds.get(tp.topic)
+            since = None if feed is None else feed.idle_since
             if since is None or now - since < LOST_AFTER_S or key in self._refetching:
                 continue
             expected = self._expected(key)

@@ -54,6 +54,9 @@ class Feed:
         # Partitions not fetched while the buffer is above its high-water mark.
         self._held: set[Any] = set()
         self._ready = _Signal()
+        # Since when the fold has waited with the buffer empty; None while it holds or folds a record (a
+        # fold waiting for room to fold the record it holds is not idle: `Commits._refetch_lost_tails`).
+        self.idle_since: float | None = None
         # Faust empties the buffers it manages when a rebalance ends.
         app.flow_control.manage_queue(self)
 
@@ -88,8 +91,11 @@ class Feed:
         buffer = self._buffer
         inbound = app.monitor.stream_inbound_time
         while True:
-            while not buffer:
-                await self._ready.wait()
+            if not buffer:
+                self.idle_since = time.monotonic()
+                while not buffer:
+                    await self._ready.wait()
+                self.idle_since = None
             message = buffer.popleft()
             if self._held and len(buffer) <= self._low:
                 self._release()

@@ -36,16 +36,22 @@ class Consumer:
 
 
 @dataclass
+class Feed:
+    idle_since: float | None
+
+
+@dataclass
 class App:
     consumer: Consumer
     rebalancing: bool = False
 
 
-def commits_over(consumer: Consumer, next_record: int) -> Commits:
+def commits_over(consumer: Consumer, next_record: int, idle: bool = True) -> Commits:
     unused: Any = None  # tables, view store, appender, metrics, faults: not on this path
     made = Commits(cast(Any, App(consumer)), lambda name: f"t.{name}", frozenset({TOPIC}), *(unused,) * 5, 10)
-    # The detector's fold has waited longer than a lost tail needs, its next record `next_record`.
-    made._idle_since[TOPIC] = time.monotonic() - LOST_AFTER_S - 1
+    # The detector's fold has waited on an empty feed longer than a lost tail needs (or holds a record),
+    # its next record `next_record`.
+    made._feeds[TOPIC] = cast(Any, Feed(time.monotonic() - LOST_AFTER_S - 1 if idle else None))
     made._next[(TOPIC, 0)] = next_record
     return made
 
@@ -74,3 +80,12 @@ async def test_two_checks_in_a_row_past_the_next_record_fetch_it_again() -> None
     await commits._refetch_lost_tails()
     await commits._refetch_lost_tails()
     assert consumer.sought == [3]
+
+
+async def test_a_fold_that_holds_a_record_is_not_idle_however_long_it_waits_for_room() -> None:
+    # Waiting for its earlier records to be acknowledged, its feed's records fetched but not yet folded.
+    consumer = Consumer(at=1016)
+    commits = commits_over(consumer, next_record=3, idle=False)
+    await commits._refetch_lost_tails()
+    await commits._refetch_lost_tails()
+    assert consumer.sought == []
