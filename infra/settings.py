@@ -117,6 +117,10 @@ class Settings:
     row_cache_check: bool = False
     # How often the sweep looks for calls and numbers a rule may trip without a further event.
     silent_sweep_s: float = 1.0
+    # How far ahead of the wall clock the sweeps' clock runs: 0 in service. A test of a rule that trips
+    # hours after its calls (a number's spike ends with the next quiet hour) sets it instead of waiting the
+    # hours out (tests/test_number_sweep.py).
+    sweep_clock_ahead_ms: int = 0
     policy_file: str = ""
     # Webhooks (docs/api.md, Alert delivery).
     webhook_timeout_s: float = 8.0

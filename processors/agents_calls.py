@@ -13,7 +13,6 @@ from domain.calls import CallState, Outcome, Stored
 from domain.events import CallStarted, Tick, decode_event
 from domain.ids import derived_event_id
 from domain.index import CallEntry
-from infra.clock import now_ms
 from infra.kafka import partition_for
 from processors.dead_letters import POISON
 from processors.due import DueIndex
@@ -45,7 +44,7 @@ def register(w: Parts) -> None:
             frozenset(w.app.consumer.assignment()),
             lambda: ((key, due, stored_tick_after(w, key, due)) for key, due in w.tables.due_times("sweeps")),
         )
-        for key, due in due_calls.to_tick(now_ms()):
+        for key, due in due_calls.to_tick(w.sweep_clock()):
             account, call_id = keys.split_call(key)
             # At its due time in event time, as a number's tick: a call reported late stays in its own time.
             # A tick at the sweep's time was ahead of every event such a call still sent, and each of them

@@ -15,7 +15,6 @@ from domain import detectors, keys
 from domain.detectors import Echo, NumberWindow
 from domain.facts import NumberTick, decode_fact
 from domain.ids import derived_event_id
-from infra.clock import now_ms
 from processors.dead_letters import POISON
 from processors.due import DueIndex
 from processors.feed import Feed
@@ -47,7 +46,7 @@ def register(w: Parts) -> None:
             frozenset(w.app.consumer.assignment()),
             lambda: ((key, due, stored_tick_after(w, key, due)) for key, due in w.tables.due_times("number_sweeps")),
         )
-        for key, due in due_numbers.to_tick(now_ms()):
+        for key, due in due_numbers.to_tick(w.sweep_clock()):
             account, number = key.split(":", 1)
             # At the hour's end in event time, however late its calls are reported: a number whose calls
             # are backdated stays in their time.

@@ -11,6 +11,7 @@ import faust
 
 from domain.features import FeatureView
 from domain.rules import Rules
+from infra.clock import now_ms
 from infra.control import Generation
 from infra.settings import Settings
 from processors.appender import Appender
@@ -56,6 +57,10 @@ class Parts:
     @property
     def rules(self) -> Rules:
         return self.settings.rules
+
+    def sweep_clock(self) -> int:
+        """The sweeps' time: the wall clock, `Settings.sweep_clock_ahead_ms` ahead."""
+        return now_ms() + self.settings.sweep_clock_ahead_ms
 
     def fold(self, name: str) -> Callable[[Fold], Any]:
         """A fold of topic `name`'s records, fed straight by the consumer (processors/feed.py), whose failure
