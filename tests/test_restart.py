@@ -87,9 +87,14 @@ async def test_stop_and_crash_keep_every_answer_key_alert_and_delivery(
             async with http.patch(f"{first.base_url}/v1/account", json=hook, headers=account.headers) as r:
                 assert r.status == 200
         base = past_every_window(100)
-        for seed, account in zip((21, 22, 23), accounts, strict=True):
-            answers = await post_all(http, first.base_url, account, script(seed, base, 100))
-            assert {status for status, _ in answers} == {200}
+        # The accounts side by side, each its events in order: what is compared is before and after.
+        posted = await asyncio.gather(
+            *(
+                post_all(http, first.base_url, account, script(seed, base, 100))
+                for seed, account in zip((21, 22, 23), accounts, strict=True)
+            )
+        )
+        assert {status for answers in posted for status, _ in answers} == {200}
         await settled(first.settings)
         before = await everything(first, http, accounts)
         alerts, deliveries = await logged(first)
