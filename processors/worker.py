@@ -32,6 +32,9 @@ def run_worker(settings: Settings) -> None:
     app = create_app(settings, worker_dir, generation)
     asyncio.run(ensure_changelogs(settings, [table.changelog_topic.get_topic_name() for table in app.tables.values()]))
     worker = faust.Worker(app, loglevel=settings.log_level, quiet=True, override_logging=False)
+    # Faust's start-up spinner writes terminal control codes to stdout, which is the service's log: they
+    # ran into the next JSON line, and a reader of JSON lines lost that line.
+    worker.spinner = None
     freeze_startup_objects()
     collect_less_often()
     worker.execute_from_commandline()
