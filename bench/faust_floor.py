@@ -30,6 +30,7 @@ from infra import event_loop
 from infra.kafka import make_consumer, partitions
 from infra.settings import Settings, load_settings
 from processors.app import make_faust_app
+from processors.worker import faust_worker
 
 
 async def records_in(settings: Settings, topic: str) -> int:
@@ -86,7 +87,7 @@ def main() -> None:
     total = asyncio.run(records_in(settings, args.topic))
     with tempfile.TemporaryDirectory(prefix="callscreen-floor-") as datadir:
         app = floor_app(settings, args.topic, args.tables, total, Path(datadir))
-        faust.Worker(app, loglevel="warning", quiet=True, override_logging=False).execute_from_commandline()
+        faust_worker(app, "warning").execute_from_commandline()
 
 
 if __name__ == "__main__":

@@ -31,13 +31,19 @@ def run_worker(settings: Settings) -> None:
             shutil.rmtree(stale)
     app = create_app(settings, worker_dir, generation)
     asyncio.run(ensure_changelogs(settings, [table.changelog_topic.get_topic_name() for table in app.tables.values()]))
-    worker = faust.Worker(app, loglevel=settings.log_level, quiet=True, override_logging=False)
-    # Faust's start-up spinner writes terminal control codes to stdout, which is the service's log: they
-    # ran into the next JSON line, and a reader of JSON lines lost that line.
-    worker.spinner = None
+    worker = faust_worker(app, settings.log_level)
     freeze_startup_objects()
     collect_less_often()
     worker.execute_from_commandline()
+
+
+def faust_worker(app: faust.App, loglevel: str) -> faust.Worker:
+    """Faust's worker with the service's logging and no start-up spinner: the spinner's terminal control
+    codes go to stdout, which is the service's log (or a bench floor's result line), and ran into the next
+    JSON line there, so a reader of JSON lines lost that line."""
+    worker = faust.Worker(app, loglevel=loglevel, quiet=True, override_logging=False)
+    worker.spinner = None
+    return worker
 
 
 def forget_stale_tables(base: Path, log_id: str) -> None:
