@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,7 @@ from processors.barrier import Barrier
 from processors.commits import Commits
 from processors.dead_letters import DeadLetters
 from processors.faults import Faults
-from processors.faust_tuning import hold_commits_at_gaps, tune_consumer
+from processors.faust_tuning import hold_commits_at_gaps, leave_group_on_stop, tune_consumer
 from processors.feed import feed_folds
 from processors.inline_consumer import consume_inline
 from processors.metrics import WorkerMetrics
@@ -47,10 +50,23 @@ def poll_records(settings: Settings) -> int:
     return max(1, settings.worker_stream_buffer // (5 * settings.partitions))
 
 
-def make_faust_app(settings: Settings, app_id: str, datadir: Path) -> faust.App:
-    """A Faust app with the worker's settings (also the bench's Faust floor)."""
+def group_instance(worker_dir: Path) -> str:
+    """The worker's static member id in its consumer group: its host and its tables' directory, the same
+    at every start of the same worker and different for each worker of the group.
+
+    A worker restarted after a crash joins under the id of the member it replaces, and the group hands it
+    that member's partitions at once. A dynamic member waited out the dead one's session (10 s) first,
+    and every answer and fold waited with it. Kafka takes letters, digits, ".", "_" and "-" in the id."""
+    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:200]
+    return f"{host}-{hashlib.sha256(str(worker_dir.resolve()).encode()).hexdigest()[:16]}"
+
+
+def make_faust_app(settings: Settings, app_id: str, datadir: Path, instance_id: str | None = None) -> faust.App:
+    """A Faust app with the worker's settings (also the bench's Faust floor); a static member of its group
+    under `instance_id` when one is given."""
     tune_consumer(fetch_wait_ms(settings, folding=True), settings.memory_broker)
     hold_commits_at_gaps()
+    leave_group_on_stop()
     extra: dict[str, Any] = {}
     if settings.memory_broker:
         extra["producer_max_batch_size"] = MEMORY_BATCH_BYTES
@@ -79,6 +95,7 @@ def make_faust_app(settings: Settings, app_id: str, datadir: Path) -> faust.App:
         stream_buffer_maxsize=settings.worker_stream_buffer,
         key_serializer="raw",
         value_serializer="raw",
+        consumer_group_instance_id=instance_id,
         **extra,
     )
 
@@ -105,7 +122,7 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
     consume_inline()
     feed_folds()
     kafka_codec.install()
-    app = make_faust_app(settings, generation.app_id(settings), worker_dir / "faust")
+    app = make_faust_app(settings, generation.app_id(settings), worker_dir / "faust", group_instance(worker_dir))
     rocks = RocksBudget(settings.rocksdb_memory_mb)
     view_store = RocksStore(worker_dir / "features", rocks, check=settings.row_cache_check)
     view = FeatureView(view_store, settings.rules.scoring)

@@ -1,4 +1,4 @@
-"""Where Faust's consumer needs correcting: two waits, and where it may commit.
+"""Where Faust's consumer needs correcting: two waits, where it may commit, and how it leaves its group.
 
 The waits: how long an empty fetch is held, and the prefetch backoff.
 
@@ -13,16 +13,22 @@ Where it may commit: Faust computes a partition's next commit from the offsets a
 last one, and lets the lowest of them be one past the committed offset: when the record at the
 committed offset itself was never acknowledged (dropped during a rebalance), it commits past it and
 the record is never folded. `hold_commits_at_gaps` commits only from the committed offset on.
+
+Leaving the group: a worker is a static member of its consumer group (`processors/app.py`,
+`group_instance`), and aiokafka never sends a static member's LeaveGroup. A clean stop then left the
+stopped worker's partitions with nobody until its session timed out. `leave_group_on_stop` sends it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from aiokafka.consumer.group_coordinator import GroupCoordinator
 from faust.transport import consumer as consumer_module
 from faust.transport.drivers import aiokafka as driver
 
 _original = driver.AIOKafkaConsumerThread._create_worker_consumer
+_maybe_leave_group = GroupCoordinator._maybe_leave_group
 MEMORY_PREFETCH_BACKOFF_S = 0.005
 
 
@@ -66,3 +72,18 @@ def hold_commits_at_gaps() -> None:
         return original(self, tp)
 
     consumer_module.Consumer._new_offset = new_offset  # type: ignore[method-assign]
+
+
+def leave_group_on_stop() -> None:
+    """A static member leaves its group as a dynamic one does when it stops (or idles past the poll
+    interval): its partitions move at once. After a crash no LeaveGroup is sent, and the restarted worker
+    takes its partitions back under the same instance id without waiting out the dead one's session."""
+
+    async def leave(self: Any) -> None:
+        instance_id, self._group_instance_id = self._group_instance_id, None
+        try:
+            await _maybe_leave_group(self)
+        finally:
+            self._group_instance_id = instance_id
+
+    GroupCoordinator._maybe_leave_group = leave

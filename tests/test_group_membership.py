@@ -1,0 +1,105 @@
+"""A worker is a static member of its consumer group (processors/app.py, `group_instance`): restarted after
+SIGKILL it takes its partitions back under the same id, and a clean stop leaves the group at once."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from infra.clock import now_ms
+from infra.kafka import make_admin
+from infra.settings import Settings
+from processors.app import group_instance
+from tests.service import RunningService, create_account, start_service
+from tests.traffic import script
+
+pytestmark = pytest.mark.slow
+
+
+async def group(settings: Settings) -> tuple[str, list[str]]:
+    """The workers' consumer group as the broker describes it now: its state and its members' ids."""
+    admin = make_admin(settings)
+    await admin.start()
+    try:
+        [response] = await admin.describe_consumer_groups([settings.app_id])
+    finally:
+        await admin.close()
+    [(error_code, _, state, _, _, members, *_)] = response.groups
+    assert error_code == 0
+    return state, sorted(member[0] for member in members)
+
+
+async def until_group(settings: Settings, wanted: Any, timeout_s: float = 60.0) -> tuple[str, list[str]]:
+    deadline = time.monotonic() + timeout_s
+    while not wanted(found := await group(settings)):
+        assert time.monotonic() < deadline, found
+        await asyncio.sleep(0.2)
+    return found
+
+
+def worker_pid(service: RunningService) -> int:
+    pattern = f"callscreen.cli run --role worker --data-dir {service.data_dir}"
+    [pid] = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
+    return int(pid)
+
+
+async def test_a_worker_rejoins_as_itself_after_a_crash_and_leaves_when_stopped(
+    kafka: str, tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
+    service = start_service(tmp_path / "data", kafka)
+    try:
+        settings = service.settings
+        account = await create_account(settings, http, service.base_url)
+        starts = iter(b for b in script(9, now_ms() - 10 * 60_000, 20) if b["type"] == "call.started")
+
+        async def answered() -> None:
+            """Posts starts until one is answered 200: the worker holds the call's partition and folds."""
+            deadline = time.monotonic() + 60
+            while True:
+                async with http.post(f"{service.base_url}/v1/events", json=next(starts), headers=account.headers) as r:
+                    if r.status == 200:
+                        return
+                    assert r.status == 503, await r.text()
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.1)
+
+        await answered()
+        instance = group_instance(tmp_path / "data" / "worker-0" / "gen-0")
+        # Kafka names a static member after its instance id; a dynamic one after its client id.
+        state, [before] = await group(settings)
+        assert state == "Stable" and before.startswith(f"{instance}-"), before
+
+        os.kill(worker_pid(service), signal.SIGKILL)
+        await answered()
+        _, [after] = await until_group(settings, lambda found: found[0] == "Stable")
+        assert after.startswith(f"{instance}-") and after != before
+
+        # A second worker of the group, from a directory of its own, then stopped cleanly.
+        other_dir = tmp_path / "other"
+        command = [sys.executable, "-m", "callscreen.cli", "run", "--role", "worker", "--data-dir", str(other_dir)]
+        with open(tmp_path / "other.log", "w") as log:
+            other = subprocess.Popen(command, stdout=log, stderr=log, env={**os.environ, **service.env})
+        try:
+            other_instance = group_instance(other_dir / "worker-0" / "gen-0")
+            await until_group(
+                settings,
+                lambda found: found[0] == "Stable" and any(m.startswith(f"{other_instance}-") for m in found[1]),
+            )
+        finally:
+            other.send_signal(signal.SIGTERM)
+            assert other.wait(timeout=30) == 0
+        # Its LeaveGroup went out as it stopped; without it the member stays until its session times out (10 s).
+        _, members = await group(settings)
+        assert not any(m.startswith(f"{other_instance}-") for m in members), members
+        await answered()
+    finally:
+        service.stop()
