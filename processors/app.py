@@ -22,7 +22,7 @@ from processors.barrier import Barrier
 from processors.commits import Commits
 from processors.dead_letters import DeadLetters
 from processors.faults import Faults
-from processors.faust_tuning import hold_commits_at_gaps, leave_group_on_stop, tune_consumer
+from processors.faust_tuning import PromptTableManager, hold_commits_at_gaps, leave_group_on_stop, tune_consumer
 from processors.feed import feed_folds
 from processors.inline_consumer import consume_inline
 from processors.metrics import WorkerMetrics
@@ -96,6 +96,7 @@ def make_faust_app(settings: Settings, app_id: str, datadir: Path, instance_id: 
         key_serializer="raw",
         value_serializer="raw",
         consumer_group_instance_id=instance_id,
+        TableManager=PromptTableManager,
         **extra,
     )
 
