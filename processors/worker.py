@@ -11,7 +11,7 @@ import faust
 
 from infra.control import current_generation, log_identity
 from infra.heap import collect_less_often, freeze_startup_objects, map_large_blocks
-from infra.kafka import ensure_changelogs
+from infra.kafka import ensure_changelogs, until_coordinator
 from infra.settings import Settings
 from processors.app import create_app
 
@@ -31,6 +31,9 @@ def run_worker(settings: Settings) -> None:
             shutil.rmtree(stale)
     app = create_app(settings, worker_dir, generation)
     asyncio.run(ensure_changelogs(settings, [table.changelog_topic.get_topic_name() for table in app.tables.values()]))
+    # Faust's table manager no longer sleeps a second at start (processors/faust_tuning.py), and on a new
+    # broker the group's first lookup then came before its coordinator was loaded, logged at error level.
+    asyncio.run(until_coordinator(settings, app.conf.id))
     worker = faust_worker(app, settings.log_level)
     freeze_startup_objects()
     collect_less_often()
