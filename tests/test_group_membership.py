@@ -19,7 +19,8 @@ from infra.clock import now_ms
 from infra.kafka import make_admin
 from infra.settings import Settings
 from processors.app import group_instance
-from tests.service import RunningService, create_account, start_service
+from tests.service import create_account, start_service
+from tests.test_crash import worker_pids
 from tests.traffic import script
 
 pytestmark = pytest.mark.slow
@@ -46,12 +47,6 @@ async def until_group(settings: Settings, wanted: Any, timeout_s: float = 60.0) 
     return found
 
 
-def worker_pid(service: RunningService) -> int:
-    pattern = f"callscreen.cli run --role worker --data-dir {service.data_dir}"
-    [pid] = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
-    return int(pid)
-
-
 async def test_a_worker_rejoins_as_itself_after_a_crash_and_leaves_when_stopped(
     kafka: str, tmp_path: Path, http: aiohttp.ClientSession
 ) -> None:
@@ -59,7 +54,7 @@ async def test_a_worker_rejoins_as_itself_after_a_crash_and_leaves_when_stopped(
     try:
         settings = service.settings
         account = await create_account(settings, http, service.base_url)
-        starts = iter(b for b in script(9, now_ms() - 10 * 60_000, 20) if b["type"] == "call.started")
+        starts = iter(b for b in script(9, now_ms() - 10 * 60_000, 60) if b["type"] == "call.started")
 
         async def answered() -> None:
             """Posts starts until one is answered 200: the worker holds the call's partition and folds."""
@@ -78,7 +73,8 @@ async def test_a_worker_rejoins_as_itself_after_a_crash_and_leaves_when_stopped(
         state, [before] = await group(settings)
         assert state == "Stable" and before.startswith(f"{instance}-"), before
 
-        os.kill(worker_pid(service), signal.SIGKILL)
+        [pid] = worker_pids(service)
+        os.kill(pid, signal.SIGKILL)
         await answered()
         _, [after] = await until_group(settings, lambda found: found[0] == "Stable")
         assert after.startswith(f"{instance}-") and after != before
