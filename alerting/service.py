@@ -51,6 +51,7 @@ from infra.clock import now_ms
 from infra.follow import TopicFollower
 from infra.heap import freeze_startup_objects
 from infra.kafka import make_consumer, make_producer, partitions, until_coordinator
+from infra.membership import leave_group_on_stop
 from infra.metrics import record_lag, serve
 from infra.resolver import PublicResolver
 from infra.sealing import Sealer, sealer_for
@@ -211,7 +212,10 @@ class Alerting:
         connector = aiohttp.TCPConnector(ssl=tls_context(self.settings.webhook_ca_file), limit=0, resolver=resolver)
         group = self.settings.topic("alerting")
         await until_coordinator(self.settings, group)
-        consumer = make_consumer(self.settings, follower=True, group_id=group)
+        leave_group_on_stop()
+        consumer = make_consumer(
+            self.settings, follower=True, group_id=group, group_instance_id=self.settings.alerting_instance or None
+        )
         await consumer.start()
         consumer.subscribe([self.settings.topic("alerts")], listener=Rebalance(self))
         self.consumer = consumer

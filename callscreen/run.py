@@ -25,6 +25,7 @@ from callscreen.localkafka import BrokerUnavailable, die_with_this_process
 from infra import event_loop
 from infra.heap import freeze_startup_objects
 from infra.kafka import BrokerUnreachable, TopicProblem, ensure_topics
+from infra.membership import group_instance
 from infra.sealing import SecretKeyProblem, ensure_key, key_file, sealer_for
 from infra.settings import Settings, to_env
 from ingest.app import init_app
@@ -44,7 +45,11 @@ def start_child(settings: Settings, role: str, index: int = 0) -> subprocess.Pop
     clean stop would race the broker's own), and the broker gets a SIGTERM and stops cleanly.
     """
     port = settings.metrics_port and settings.metrics_port + (index if role == "worker" else settings.workers)
-    env = {**os.environ, **to_env(settings.with_overrides(worker_index=index, role=role, metrics_port=port))}
+    child = settings.with_overrides(worker_index=index, role=role, metrics_port=port)
+    if role == "alerting":
+        # Restarted after a crash, it takes its partitions back under the same id (a worker's id is its own).
+        child = child.with_overrides(alerting_instance=group_instance(Path(settings.data_dir) / "alerting"))
+    env = {**os.environ, **to_env(child)}
     if role != "alerting":
         # Only the alerting role opens signing secrets; a worker is given no way to.
         for name in SECRET_KEY_ENV:

@@ -79,6 +79,10 @@ class Settings:
     workers: int = 1
     worker_index: int = 0
     role: str = "all"
+    # The alerting role's static member id in its consumer group (`infra/membership.py`). `callscreen run`
+    # names its own alerting child after the host and the data directory; empty, a dynamic member. Two
+    # alerting roles of one group must not share an id: the second to join would fence the first.
+    alerting_instance: str = ""
     # Prometheus port of a worker or alerting process (0: none). Under `callscreen run` worker N takes
     # metrics_port + N and the alerting role metrics_port + workers; the edge serves /metrics on `port`.
     metrics_port: int = 0

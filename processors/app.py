@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import re
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +11,7 @@ from domain.features import FeatureView
 from infra import kafka_codec
 from infra.control import SOURCE_TOPICS, Generation
 from infra.kafka import MEMORY_BATCH_BYTES, bootstrap, fetch_wait_ms, tls_context
+from infra.membership import group_instance, leave_group_on_stop
 from infra.metrics import serve as serve_metrics
 from infra.settings import Settings
 from processors import agents_alerts, agents_calls, agents_detect, agents_queries, housekeeping
@@ -22,7 +20,7 @@ from processors.barrier import Barrier
 from processors.commits import Commits
 from processors.dead_letters import DeadLetters
 from processors.faults import Faults
-from processors.faust_tuning import PromptTableManager, hold_commits_at_gaps, leave_group_on_stop, tune_consumer
+from processors.faust_tuning import PromptTableManager, hold_commits_at_gaps, tune_consumer
 from processors.feed import feed_folds
 from processors.inline_consumer import consume_inline
 from processors.metrics import WorkerMetrics
@@ -50,20 +48,9 @@ def poll_records(settings: Settings) -> int:
     return max(1, settings.worker_stream_buffer // (5 * settings.partitions))
 
 
-def group_instance(worker_dir: Path) -> str:
-    """The worker's static member id in its consumer group: its host and its tables' directory, the same
-    at every start of the same worker and different for each worker of the group.
-
-    A worker restarted after a crash joins under the id of the member it replaces, and the group hands it
-    that member's partitions at once. A dynamic member waited out the dead one's session (10 s) first,
-    and every answer and fold waited with it. Kafka takes letters, digits, ".", "_" and "-" in the id."""
-    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:200]
-    return f"{host}-{hashlib.sha256(str(worker_dir.resolve()).encode()).hexdigest()[:16]}"
-
-
 def make_faust_app(settings: Settings, app_id: str, datadir: Path, instance_id: str | None = None) -> faust.App:
     """A Faust app with the worker's settings (also the bench's Faust floor); a static member of its group
-    under `instance_id` when one is given."""
+    under `instance_id` when one is given (`infra/membership.py`)."""
     tune_consumer(fetch_wait_ms(settings, folding=True), settings.memory_broker)
     hold_commits_at_gaps()
     leave_group_on_stop()

@@ -1,5 +1,4 @@
-"""Where Faust needs correcting: two waits of its consumer, where it may commit, how it leaves its group,
-and a wait at start.
+"""Where Faust needs correcting: two waits of its consumer, where it may commit, and a wait at start.
 
 The waits: how long an empty fetch is held, and the prefetch backoff.
 
@@ -15,10 +14,6 @@ last one, and lets the lowest of them be one past the committed offset: when the
 committed offset itself was never acknowledged (dropped during a rebalance), it commits past it and
 the record is never folded. `hold_commits_at_gaps` commits only from the committed offset on.
 
-Leaving the group: a worker is a static member of its consumer group (`processors/app.py`,
-`group_instance`), and aiokafka never sends a static member's LeaveGroup. A clean stop then left the
-stopped worker's partitions with nobody until its session timed out. `leave_group_on_stop` sends it.
-
 The wait at start: Faust's table manager sleeps a second before it starts the tables, a window in which
 a table may still be declared. Every table of the worker is declared before the app starts, and every
 start and restart of a worker waited that second with nothing to wait for (`PromptTableManager`).
@@ -28,13 +23,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from aiokafka.consumer.group_coordinator import GroupCoordinator
 from faust.tables import TableManager
 from faust.transport import consumer as consumer_module
 from faust.transport.drivers import aiokafka as driver
 
 _original = driver.AIOKafkaConsumerThread._create_worker_consumer
-_maybe_leave_group = GroupCoordinator._maybe_leave_group
 MEMORY_PREFETCH_BACKOFF_S = 0.005
 
 
@@ -78,21 +71,6 @@ def hold_commits_at_gaps() -> None:
         return original(self, tp)
 
     consumer_module.Consumer._new_offset = new_offset  # type: ignore[method-assign]
-
-
-def leave_group_on_stop() -> None:
-    """A static member leaves its group as a dynamic one does when it stops (or idles past the poll
-    interval): its partitions move at once. After a crash no LeaveGroup is sent, and the restarted worker
-    takes its partitions back under the same instance id without waiting out the dead one's session."""
-
-    async def leave(self: Any) -> None:
-        instance_id, self._group_instance_id = self._group_instance_id, None
-        try:
-            await _maybe_leave_group(self)
-        finally:
-            self._group_instance_id = instance_id
-
-    GroupCoordinator._maybe_leave_group = leave
 
 
 class PromptTableManager(TableManager):

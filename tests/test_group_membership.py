@@ -1,5 +1,6 @@
-"""A worker is a static member of its consumer group (processors/app.py, `group_instance`): restarted after
-SIGKILL it takes its partitions back under the same id, and a clean stop leaves the group at once."""
+"""A worker and `callscreen run`'s alerting role are static members of their consumer groups
+(infra/membership.py): restarted after SIGKILL each takes its partitions back under the same id, and a
+clean stop leaves the group at once."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ import pytest
 
 from infra.clock import now_ms
 from infra.kafka import make_admin
+from infra.membership import group_instance
 from infra.settings import Settings
-from processors.app import group_instance
 from tests.service import create_account, start_service
 from tests.test_crash import worker_pids
 from tests.traffic import script
@@ -26,12 +27,13 @@ from tests.traffic import script
 pytestmark = pytest.mark.slow
 
 
-async def group(settings: Settings) -> tuple[str, list[str]]:
-    """The workers' consumer group as the broker describes it now: its state and its members' ids."""
+async def group(settings: Settings, name: str = "") -> tuple[str, list[str]]:
+    """A consumer group (the workers' unless named) as the broker describes it now: its state and its
+    members' ids."""
     admin = make_admin(settings)
     await admin.start()
     try:
-        [response] = await admin.describe_consumer_groups([settings.app_id])
+        [response] = await admin.describe_consumer_groups([name or settings.app_id])
     finally:
         await admin.close()
     [(error_code, _, state, _, _, members, *_)] = response.groups
@@ -39,9 +41,11 @@ async def group(settings: Settings) -> tuple[str, list[str]]:
     return state, sorted(member[0] for member in members)
 
 
-async def until_group(settings: Settings, wanted: Any, timeout_s: float = 60.0) -> tuple[str, list[str]]:
+async def until_group(
+    settings: Settings, wanted: Any, name: str = "", timeout_s: float = 60.0
+) -> tuple[str, list[str]]:
     deadline = time.monotonic() + timeout_s
-    while not wanted(found := await group(settings)):
+    while not wanted(found := await group(settings, name)):
         assert time.monotonic() < deadline, found
         await asyncio.sleep(0.2)
     return found
@@ -97,5 +101,16 @@ async def test_a_worker_rejoins_as_itself_after_a_crash_and_leaves_when_stopped(
         _, members = await group(settings)
         assert not any(m.startswith(f"{other_instance}-") for m in members), members
         await answered()
+
+        # The alerting role `run` started: named after the data directory, and again after a SIGKILL.
+        alerting = settings.topic("alerting")
+        alerting_instance = group_instance(tmp_path / "data" / "alerting")
+        _, [before] = await until_group(settings, lambda found: found[0] == "Stable", alerting)
+        assert before.startswith(f"{alerting_instance}-"), before
+        pattern = f"callscreen.cli run --role alerting --data-dir {service.data_dir}"
+        [alerting_pid] = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
+        os.kill(int(alerting_pid), signal.SIGKILL)
+        _, [after] = await until_group(settings, lambda found: found[0] == "Stable" and found[1] != [before], alerting)
+        assert after.startswith(f"{alerting_instance}-"), after
     finally:
         service.stop()
