@@ -46,6 +46,12 @@ class RunningService:
         return self.process.wait(timeout=timeout_s)
 
 
+def role_pids(service: RunningService, role: str) -> list[int]:
+    """The processes of one role (`worker`, `alerting`) that the service's `callscreen run` started."""
+    pattern = f"callscreen.cli run --role {role} --data-dir {service.data_dir}"
+    return [int(pid) for pid in subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()]
+
+
 def isolated(env: dict[str, str] | None = None) -> dict[str, str]:
     """Topics and consumer groups of their own on a shared broker: a fresh prefix unless `env` names one."""
     env = dict(env or {})

@@ -28,7 +28,7 @@ from callscreen.admin import Admin
 from domain.times import format_ms
 from infra.clock import now_ms
 from tests.receiver import Receiver, https_site, receiver_env
-from tests.service import AccountKeys, RunningService, create_account, rebuild, settled, wait_for_status
+from tests.service import AccountKeys, RunningService, create_account, rebuild, role_pids, settled, wait_for_status
 from tests.service import start_service as start
 from tests.smtp_server import SmtpServer, smtp_server
 from tests.topics import read_topic
@@ -424,10 +424,9 @@ async def test_a_restart_mid_burst_sends_each_alert_once_per_address(
 
     await until(holding, 20)
     alerts = await rate_alerts(http, service, account)
-    pattern = f"callscreen.cli run --role alerting --data-dir {service.data_dir}"
-    pids = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
+    pids = role_pids(service, "alerting")
     assert len(pids) == 1
-    os.kill(int(pids[0]), signal.SIGKILL)
+    os.kill(pids[0], signal.SIGKILL)
     smtp.release.set()
 
     ids = {alert["id"] for alert in alerts}

@@ -5,24 +5,18 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 from typing import Any
 
 import aiohttp
 import pytest
 
 from infra.clock import now_ms
-from tests.service import RunningService, create_account, settled, wait_for_status
+from tests.service import RunningService, create_account, role_pids, settled, wait_for_status
 from tests.traffic import on_usage_day, script
 
 pytestmark = pytest.mark.slow
 
 KILLS = 3
-
-
-def worker_pids(service: RunningService) -> list[int]:
-    pattern = f"callscreen.cli run --role worker --data-dir {service.data_dir}"
-    return [int(pid) for pid in subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()]
 
 
 async def test_sigkilled_worker_loses_nothing_and_counts_nothing_twice(
@@ -57,7 +51,7 @@ async def test_sigkilled_worker_loses_nothing_and_counts_nothing_twice(
     while kills < KILLS and not streaming_done.is_set():
         await wait_for_status(http, "GET", f"{base_url}/healthz", 200, timeout_s=60)
         await asyncio.sleep(1.0)  # let some traffic through between kills
-        pids = worker_pids(log_service)
+        pids = role_pids(log_service, "worker")
         assert len(pids) == 1
         os.kill(pids[0], signal.SIGKILL)
         kills += 1

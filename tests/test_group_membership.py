@@ -20,8 +20,7 @@ from infra.clock import now_ms
 from infra.kafka import make_admin
 from infra.membership import group_instance
 from infra.settings import Settings
-from tests.service import create_account, start_service
-from tests.test_crash import worker_pids
+from tests.service import create_account, role_pids, start_service
 from tests.traffic import script
 
 pytestmark = pytest.mark.slow
@@ -77,7 +76,7 @@ async def test_a_worker_rejoins_as_itself_after_a_crash_and_leaves_when_stopped(
         state, [before] = await group(settings)
         assert state == "Stable" and before.startswith(f"{instance}-"), before
 
-        [pid] = worker_pids(service)
+        [pid] = role_pids(service, "worker")
         os.kill(pid, signal.SIGKILL)
         await answered()
         _, [after] = await until_group(settings, lambda found: found[0] == "Stable")
@@ -107,9 +106,8 @@ async def test_a_worker_rejoins_as_itself_after_a_crash_and_leaves_when_stopped(
         alerting_instance = group_instance(tmp_path / "data" / "alerting")
         _, [before] = await until_group(settings, lambda found: found[0] == "Stable", alerting)
         assert before.startswith(f"{alerting_instance}-"), before
-        pattern = f"callscreen.cli run --role alerting --data-dir {service.data_dir}"
-        [alerting_pid] = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
-        os.kill(int(alerting_pid), signal.SIGKILL)
+        [alerting_pid] = role_pids(service, "alerting")
+        os.kill(alerting_pid, signal.SIGKILL)
         _, [after] = await until_group(settings, lambda found: found[0] == "Stable" and found[1] != [before], alerting)
         assert after.startswith(f"{alerting_instance}-"), after
     finally:

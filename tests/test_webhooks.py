@@ -25,7 +25,7 @@ from domain.times import format_ms
 from infra.clock import now_ms
 from infra.ports import free_port_block
 from tests.receiver import Receiver, receiver_env, serving
-from tests.service import AccountKeys, RunningService, create_account, start_service
+from tests.service import AccountKeys, RunningService, create_account, role_pids, start_service
 from tests.topics import read_topic
 
 pytestmark = pytest.mark.slow
@@ -221,10 +221,9 @@ async def test_killing_the_alerting_role_mid_delivery_never_delivers_twice(
     # The account may raise more than one alert: follow the one whose POST is being held.
     held = next(r for r in receiver.received if r.path.startswith(f"/hold/{account.account_id}"))
     held_id = orjson.loads(held.body)["id"]
-    pattern = f"callscreen.cli run --role alerting --data-dir {hook_service.data_dir}"
-    pids = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
+    pids = role_pids(hook_service, "alerting")
     assert len(pids) == 1
-    os.kill(int(pids[0]), signal.SIGKILL)
+    os.kill(pids[0], signal.SIGKILL)
     killed_at = time.time()
     receiver.release.set()
     settings = hook_service.settings

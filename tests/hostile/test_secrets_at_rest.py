@@ -4,7 +4,6 @@ with it (README, Secrets at rest)."""
 from __future__ import annotations
 
 import stat
-import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from domain.accounts import stamp
 from infra.clock import now_ms
 from infra.kafka import make_producer
 from tests.receiver import Receiver, receiver_env, serving
-from tests.service import AccountKeys, RunningService, create_account, start_service, wait_for_status
+from tests.service import AccountKeys, RunningService, create_account, role_pids, start_service, wait_for_status
 from tests.test_webhooks import independent_check, listed, raise_rate_alert, until, use_hook
 from tests.topics import read_topic
 
@@ -131,11 +130,6 @@ async def test_a_plain_secret_from_an_older_topic_still_signs(
 def environ(pid: int) -> dict[str, str]:
     raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     return dict(entry.decode().split("=", 1) for entry in raw if b"=" in entry)
-
-
-def role_pids(service: RunningService, role: str) -> list[int]:
-    pattern = f"callscreen.cli run --role {role} --data-dir {service.data_dir}"
-    return [int(pid) for pid in subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()]
 
 
 async def test_the_key_is_a_private_file_and_no_worker_is_given_it(sealed_service: RunningService) -> None:
