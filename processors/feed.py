@@ -82,6 +82,14 @@ class Feed:
             consumer.on_buffer_full(tp)
 
     def clear(self) -> None:
+        """Faust's flow control empties its queues when a rebalance suspends the flow, and again when the
+        flow resumes. The second would drop what the consumer handed over since: after a recovery, the
+        records the seek to the committed offsets let through (mode's `FlowControlEvent.resume`), so the
+        next record looked like a gap and every such partition was fetched again. A record kept here is
+        checked all the same: one of an older generation is skipped (`events`), and one behind or past
+        the fold's position is skipped or fetched again (`Commits._skipped_before`)."""
+        if self.app.flow_control.is_active():
+            return
         self._buffer.clear()
         self._release()
 

@@ -121,6 +121,7 @@ async def test_stop_and_crash_keep_every_answer_key_alert_and_delivery(
             os.kill(pid, signal.SIGKILL)
     await wait_until(lambda: gone(doomed), 10, "SIGKILL takes a moment")
 
+    log_before_third = len((tmp_path / "data.log").read_text())
     started = time.monotonic()
     third = start_service(data_dir, env=env)
     try:
@@ -135,6 +136,14 @@ async def test_stop_and_crash_keep_every_answer_key_alert_and_delivery(
             assert r.status == 200 and "duplicate" not in await r.json()
         await settled(third.settings)
         assert await logged(third) == (alerts, deliveries)
+        # The records the killed run had not committed are folded again after the recovery, each once: none
+        # is dropped with the buffers and fetched again (processors/feed.py, `Feed.clear`).
+        refetched = [
+            line
+            for line in (tmp_path / "data.log").read_text()[log_before_third:].splitlines()
+            if "fetching them again" in line
+        ]
+        assert refetched == []
         for db_dir in worker_databases(data_dir):
             assert_opened_within_budget(db_dir)
         assert len(receiver.received) == alerts
