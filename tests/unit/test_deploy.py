@@ -59,6 +59,8 @@ def test_compose_runs_every_role_against_kafka_in_kraft_mode() -> None:
     assert commands["worker-1"] == commands["worker-2"] == ["run", "--role", "worker"]
     assert commands["edge"] == ["run", "--role", "edge"]
     assert commands["alerting"] == ["run", "--role", "alerting"]
+    # Static, as `callscreen run` makes its own alerting child: a crash is not waited out for a session.
+    assert services["alerting"]["environment"]["CALLSCREEN_ALERTING_INSTANCE"] == "alerting"
     assert "process.roles=broker,controller" in (ROOT / "deploy" / "kafka" / "server.properties").read_text()
     assert {"topics", "prometheus"} <= set(services)
     assert roles_env()["CALLSCREEN_BROKER"] == "kafka://kafka:9092"
