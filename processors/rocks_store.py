@@ -24,7 +24,8 @@ import msgspec
 from processors.rocks import RocksBudget, persist, unlogged, write_rows
 from processors.row_cache import RowMismatch, same
 
-# Values read or put kept decoded, at most this many (then forgotten all at once).
+# Values read or put kept decoded, in two generations of at most this many each: a full generation becomes
+# the older one and the older one is forgotten, so a value read again since is kept across the turn.
 READ_KEPT = 16384
 # What a put of a value of these types keeps is the value itself: JSON gives it back as it is.
 _PLAIN = (dict, list, str, int, float, bool)
@@ -42,11 +43,19 @@ class RocksStore:
         # the account's next start read what it put: most reads are of a value read or put before, absent
         # keys included (docs/profiles/README.md, "The view's values kept"). A value kept is the store's own:
         # the view changes one only to put it back. A struct put is forgotten: a get gives builtins.
+        # An account's numbers and day count, read by each of its starts, were forgotten with everything else
+        # every 2,000 calls or so, and read and decoded again (docs/profiles/README.md, "The view's values
+        # kept in two generations").
         self._read: dict[str, Any] = {}
+        self._older: dict[str, Any] = {}
 
     def get(self, key: str) -> Any:
         found = self._read.get(key, _UNREAD)
         if found is not _UNREAD:
+            return found
+        found = self._older.get(key, _UNREAD)
+        if found is not _UNREAD:
+            self._keep(key, found)
             return found
         raw_key = key.encode()
         pending = self._pending
@@ -60,6 +69,7 @@ class RocksStore:
         self._pending[key.encode()] = raw
         if type(value) not in _PLAIN:
             self._read.pop(key, None)
+            self._older.pop(key, None)
             return
         if self.check and not same(value, decoded := msgspec.json.decode(raw)):
             raise RowMismatch(f"view value {key} put as {value!r}, read back as {decoded!r}")
@@ -71,7 +81,7 @@ class RocksStore:
 
     def _keep(self, key: str, value: Any) -> None:
         if len(self._read) >= READ_KEPT:
-            self._read = {}
+            self._older, self._read = self._read, {}
         self._read[key] = value
 
     def write_pending(self) -> None:

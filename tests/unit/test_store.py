@@ -135,7 +135,8 @@ def test_rocksdb_in_check_mode_refuses_a_value_json_would_give_back_changed(tmp_
 def test_rocksdb_a_delete_reaches_the_database_and_hides_what_it_held(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # One value kept: reading another key forgets the delete, so the next read of it is the store's own.
+    # One value kept a generation: reading two other keys forgets the delete, so the next read of it is the
+    # store's own.
     monkeypatch.setattr(rocks_store, "READ_KEPT", 1)
     budget = RocksBudget(8)
     store = RocksStore(tmp_path / "db", budget)
@@ -143,6 +144,7 @@ def test_rocksdb_a_delete_reaches_the_database_and_hides_what_it_held(
     store.write_pending()
     store.delete("a")
     assert store.get("other") is None
+    assert store.get("another") is None
     # Before the batch is written: the pending delete, not what RocksDB still holds.
     assert store.get("a") is None
     store.write_pending()
@@ -151,6 +153,21 @@ def test_rocksdb_a_delete_reaches_the_database_and_hides_what_it_held(
     reopened = RocksStore(tmp_path / "db", budget)
     assert reopened.get("a") is None
     reopened.close()
+
+
+def test_rocksdb_a_struct_put_replaces_a_value_kept_a_generation_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rocks_store, "READ_KEPT", 1)
+    store = RocksStore(tmp_path / "db", RocksBudget(8))
+    store.put("b", [1])
+    # Another key read: the list is kept one generation back, where a get still finds it.
+    assert store.get("other") is None
+    assert store.get("b") == [1]
+    assert store.get("other") is None
+    store.put("b", BLOCK)
+    assert store.get("b") == msgspec.to_builtins(BLOCK)
+    store.close()
 
 
 def test_rocksdb_a_put_replaces_a_value_read_before_it(tmp_path: Path) -> None:
