@@ -12,7 +12,7 @@ import trustme
 
 from callscreen.localkafka import LocalKafka
 from tests.receiver import Receiver, serving
-from tests.service import AccountKeys, RunningService, create_account, start_service
+from tests.service import AccountKeys, RunningService, create_account, running_service
 from tests.traffic import NO_SWEEP
 
 
@@ -43,18 +43,16 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def service(kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
     """`callscreen run` on the session's Kafka: most tests share it, each with accounts of its own."""
     data_dir: Path = tmp_path_factory.mktemp("service") / "data"
-    running = start_service(data_dir, kafka)
-    yield running
-    running.stop()
+    with running_service(data_dir, kafka) as running:
+        yield running
 
 
 @pytest.fixture(scope="session")
 def log_service(kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
     """A service of its own for the tests that restart, kill or rebuild its parts, and compare its answers
     before and after (so without the wall clock's sweep)."""
-    running = start_service(tmp_path_factory.mktemp("log") / "data", kafka, env=NO_SWEEP)
-    yield running
-    running.stop()
+    with running_service(tmp_path_factory.mktemp("log") / "data", kafka, env=NO_SWEEP) as running:
+        yield running
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,6 +98,18 @@ def start_service(data_dir: Path, broker: str = "", *extra: str, env: dict[str, 
     broker_url = json.loads((data_dir / BROKER_FILE).read_text())["broker"] if broker in ("", "memory") else broker
     settings = load_settings(env).with_overrides(broker=broker_url, data_dir=str(data_dir))
     return RunningService(process, base_url, settings, data_dir, lines, locator)
+
+
+@contextmanager
+def running_service(
+    data_dir: Path, broker: str = "", *extra: str, env: dict[str, str] | None = None
+) -> Iterator[RunningService]:
+    """`start_service`, stopped on the way out: a fixture's whole life."""
+    service = start_service(data_dir, broker, *extra, env=env)
+    try:
+        yield service
+    finally:
+        service.stop()
 
 
 @dataclass

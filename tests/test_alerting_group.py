@@ -20,7 +20,7 @@ import trustme
 from infra.kafka import partition_for
 from infra.settings import Settings
 from tests.receiver import Receiver, receiver_env, serving
-from tests.service import AccountKeys, RunningService, create_account, start_service
+from tests.service import AccountKeys, RunningService, create_account, running_service
 from tests.test_webhooks import raise_rate_alert, until, use_hook
 from tests.topics import read_topic
 
@@ -30,9 +30,8 @@ def group_service(
     kafka: str, tmp_path_factory: pytest.TempPathFactory, webhook_ca: tuple[trustme.CA, Path]
 ) -> Iterator[RunningService]:
     env = receiver_env(webhook_ca[1])
-    running = start_service(tmp_path_factory.mktemp("group") / "data", kafka, env=env)
-    yield running
-    running.stop()
+    with running_service(tmp_path_factory.mktemp("group") / "data", kafka, env=env) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

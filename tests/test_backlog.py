@@ -26,7 +26,7 @@ from domain.validation import Stamp, TimeBounds, parse_event
 from infra.clock import now_ms
 from infra.kafka import make_producer, partition_for
 from infra.settings import Settings
-from tests.service import AccountKeys, RunningService, create_account, settled, start_service
+from tests.service import AccountKeys, RunningService, create_account, running_service, settled
 
 NUMBER = "+14155552671"
 MIN = 60_000
@@ -37,9 +37,8 @@ FILLERS = 400
 
 @pytest.fixture
 def small_buffer_service(kafka: str, tmp_path: Path) -> Iterator[RunningService]:
-    running = start_service(tmp_path / "data", kafka, env=SMALL_BUFFER)
-    yield running
-    running.stop()
+    with running_service(tmp_path / "data", kafka, env=SMALL_BUFFER) as running:
+        yield running
 
 
 def started(call_id: str, caller: str, at: int) -> dict[str, Any]:

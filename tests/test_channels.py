@@ -28,8 +28,16 @@ from callscreen.admin import Admin
 from domain.times import format_ms
 from infra.clock import now_ms
 from tests.receiver import Receiver, https_site, receiver_env
-from tests.service import AccountKeys, RunningService, create_account, rebuild, role_pids, settled, wait_for_status
-from tests.service import start_service as start
+from tests.service import (
+    AccountKeys,
+    RunningService,
+    create_account,
+    rebuild,
+    role_pids,
+    running_service,
+    settled,
+    wait_for_status,
+)
 from tests.smtp_server import SmtpServer, smtp_server
 from tests.topics import read_topic
 
@@ -108,9 +116,8 @@ def channels_service(
         "CALLSCREEN_TWILIO_AUTH_TOKEN": CARRIER_TOKEN,
         "CALLSCREEN_TWILIO_FROM": SENDER,
     }
-    running = start(tmp_path_factory.mktemp("channels") / "data", kafka, env=env)
-    yield running
-    running.stop()
+    with running_service(tmp_path_factory.mktemp("channels") / "data", kafka, env=env) as running:
+        yield running
 
 
 async def set_channel(service: RunningService, account: AccountKeys, channel: str, *to: str, floor: str = "") -> None:

@@ -22,7 +22,7 @@ from twilio.request_validator import RequestValidator
 
 from callscreen.admin import Admin
 from tests.receiver import https_site, receiver_env
-from tests.service import AccountKeys, RunningService, create_account, settled, start_service
+from tests.service import AccountKeys, RunningService, create_account, running_service, settled
 from tests.topics import read_topic
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.slow]
@@ -94,9 +94,8 @@ def gate_service(
         "CALLSCREEN_TWILIO_ACCOUNT_SID": CARRIER_ACCOUNT_SID,
         "CALLSCREEN_TWILIO_AUTH_TOKEN": CARRIER_AUTH_TOKEN,
     }
-    running = start_service(tmp_path_factory.mktemp("gate") / "data", kafka, env=env)
-    yield running
-    running.stop()
+    with running_service(tmp_path_factory.mktemp("gate") / "data", kafka, env=env) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

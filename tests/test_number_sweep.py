@@ -17,7 +17,7 @@ import pytest
 from domain.rules import HOUR_MS, MIN_MS
 from domain.times import format_ms
 from infra.clock import now_ms
-from tests.service import RunningService, create_account, start_service
+from tests.service import RunningService, create_account, running_service
 from tests.test_alerts import Traffic
 
 pytestmark = pytest.mark.slow
@@ -31,9 +31,8 @@ AHEAD_MS = 3 * HOUR_MS
 @pytest.fixture(scope="module")
 def sweep_ahead(kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
     env = {"CALLSCREEN_SWEEP_CLOCK_AHEAD_MS": str(AHEAD_MS), "CALLSCREEN_EVENTS_PER_MINUTE": "100000"}
-    running = start_service(tmp_path_factory.mktemp("ahead") / "data", kafka, env=env)
-    yield running
-    running.stop()
+    with running_service(tmp_path_factory.mktemp("ahead") / "data", kafka, env=env) as running:
+        yield running
 
 
 async def test_a_spike_ends_with_the_next_quiet_hour_by_the_sweep_alone(

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import aiohttp
 import pytest
 
-from tests.service import RunningService, create_account, start_service
+from tests.service import RunningService, create_account, running_service
 
 CAP = 20
 
@@ -19,9 +19,8 @@ CAP = 20
 @pytest.fixture(scope="module")
 def small_service(kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
     env = {"CALLSCREEN_MAX_CALL_TURNS": str(CAP)}
-    running = start_service(tmp_path_factory.mktemp("small") / "data", kafka, env=env)
-    yield running
-    running.stop()
+    with running_service(tmp_path_factory.mktemp("small") / "data", kafka, env=env) as running:
+        yield running
 
 
 async def test_turns_past_the_cap_are_ignored(small_service: RunningService, http: aiohttp.ClientSession) -> None:

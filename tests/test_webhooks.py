@@ -25,7 +25,7 @@ from domain.times import format_ms
 from infra.clock import now_ms
 from infra.ports import free_port_block
 from tests.receiver import Receiver, receiver_env, serving
-from tests.service import AccountKeys, RunningService, create_account, role_pids, start_service
+from tests.service import AccountKeys, RunningService, create_account, role_pids, running_service
 from tests.topics import read_topic
 
 pytestmark = pytest.mark.slow
@@ -40,9 +40,8 @@ def hook_service(
         # The worker exports on this port, the alerting role on the next.
         "CALLSCREEN_METRICS_PORT": str(free_port_block(2)),
     }
-    running = start_service(tmp_path_factory.mktemp("hooks") / "data", kafka, env=env)
-    yield running
-    running.stop()
+    with running_service(tmp_path_factory.mktemp("hooks") / "data", kafka, env=env) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

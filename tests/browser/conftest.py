@@ -15,7 +15,7 @@ import pytest
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
 from callscreen.admin import Admin
-from tests.service import AccountKeys, RunningService, start_service, wait_for_status
+from tests.service import AccountKeys, RunningService, running_service, wait_for_status
 from tests.smtp_server import SmtpServer, smtp_server
 
 PASSWORD = "correct horse battery staple"
@@ -32,19 +32,17 @@ async def smtp() -> AsyncIterator[SmtpServer]:
 @pytest.fixture(scope="module")
 def dash(kafka: str, tmp_path_factory: pytest.TempPathFactory, smtp: SmtpServer) -> Iterator[RunningService]:
     env = {"CALLSCREEN_SMTP_URL": smtp.url, "CALLSCREEN_EMAIL_FROM": "alerts@callscreen.test"}
-    running = start_service(tmp_path_factory.mktemp("dashboard") / "data", kafka, "--demo", env=env)
-    yield running
-    running.stop()
+    with running_service(tmp_path_factory.mktemp("dashboard") / "data", kafka, "--demo", env=env) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
 def second_edge(dash: RunningService, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
     """Another edge of the same deployment: sessions, sign-outs and limits as another edge sees them."""
-    running = start_service(
+    with running_service(
         tmp_path_factory.mktemp("edge") / "data", dash.settings.broker, "--role", "edge", env=dash.env
-    )
-    yield running
-    running.stop()
+    ) as running:
+        yield running
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ import pytest
 from domain import keys
 from infra.kafka import make_producer, partition_for
 from infra.ports import free_port_block
-from tests.service import RunningService, create_account, start_service
+from tests.service import RunningService, create_account, running_service
 from tests.topics import read_topic
 
 START = {"type": "call.started", "to": "+14155552671", "from": "+12125550123"}
@@ -30,9 +30,8 @@ def service(kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ru
     """A service of its own: the records written here are on its topics only, and its worker 0 serves
     Prometheus on a port of its own."""
     env = {"CALLSCREEN_METRICS_PORT": str(free_port_block(2)), "CALLSCREEN_MAX_VALUE_BYTES": str(VALUE_BOUND)}
-    running = start_service(tmp_path_factory.mktemp("dead-letters") / "data", kafka, env=env)
-    yield running
-    running.stop()
+    with running_service(tmp_path_factory.mktemp("dead-letters") / "data", kafka, env=env) as running:
+        yield running
 
 
 async def test_a_record_no_fold_can_handle_is_set_aside_and_the_partition_goes_on(

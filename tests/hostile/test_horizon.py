@@ -17,7 +17,15 @@ from domain.rules import DAY_MS
 from domain.times import format_ms
 from infra.clock import now_ms
 from infra.kafka import partition_for
-from tests.service import AccountKeys, RunningService, create_account, rebuild, settled, start_service, wait_for_status
+from tests.service import (
+    AccountKeys,
+    RunningService,
+    create_account,
+    rebuild,
+    running_service,
+    settled,
+    wait_for_status,
+)
 
 HOT_DAYS = 30
 TO = "+14155552671"
@@ -25,11 +33,10 @@ TO = "+14155552671"
 
 @pytest.fixture(scope="module")
 def short_horizon(kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
-    running = start_service(
+    with running_service(
         tmp_path_factory.mktemp("horizon") / "data", kafka, env={"CALLSCREEN_HOT_DAYS": str(HOT_DAYS)}
-    )
-    yield running
-    running.stop()
+    ) as running:
+        yield running
 
 
 def ids_by_partition(account: str, partitions: int) -> dict[int, list[str]]:

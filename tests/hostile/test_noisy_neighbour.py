@@ -18,7 +18,7 @@ import trustme
 from domain.times import format_ms, parse_ms
 from infra.clock import now_ms
 from tests.receiver import Receiver, receiver_env, serving
-from tests.service import AccountKeys, RunningService, create_account, start_service
+from tests.service import AccountKeys, RunningService, create_account, running_service
 from tests.test_webhooks import until, use_hook
 from tests.topics import read_topic
 
@@ -39,9 +39,8 @@ def noisy_service(
         "CALLSCREEN_ALERTS_PER_MINUTE": str(PER_MINUTE),
         "CALLSCREEN_WEBHOOK_ACCOUNT_CONCURRENCY": str(ACCOUNT_SLOTS),
     }
-    running = start_service(tmp_path_factory.mktemp("noisy") / "data", kafka, env=env)
-    yield running
-    running.stop()
+    with running_service(tmp_path_factory.mktemp("noisy") / "data", kafka, env=env) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

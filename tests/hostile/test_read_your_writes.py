@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.service import AccountKeys, RunningService, create_account, start_service
+from tests.service import AccountKeys, RunningService, create_account, running_service
 
 CALLS = int(os.environ.get("CALLSCREEN_TEST_RYW_CALLS", "250"))
 RUNS = int(os.environ.get("CALLSCREEN_TEST_RYW_RUNS", "1"))
@@ -27,9 +27,8 @@ CLIENTS = 8
 @pytest.fixture(scope="module")
 def busy_service(kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
     env = {"CALLSCREEN_EVENTS_PER_MINUTE": "1000000"}
-    running = start_service(tmp_path_factory.mktemp("ryw") / "data", kafka, env=env)
-    yield running
-    running.stop()
+    with running_service(tmp_path_factory.mktemp("ryw") / "data", kafka, env=env) as running:
+        yield running
 
 
 def call_events(call_id: str, caller: str) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ from domain.accounts import stamp
 from infra.clock import now_ms
 from infra.kafka import make_producer
 from tests.receiver import Receiver, receiver_env, serving
-from tests.service import AccountKeys, RunningService, create_account, role_pids, start_service, wait_for_status
+from tests.service import AccountKeys, RunningService, create_account, role_pids, running_service, wait_for_status
 from tests.test_webhooks import independent_check, listed, raise_rate_alert, until, use_hook
 from tests.topics import read_topic
 
@@ -33,9 +33,8 @@ def sealed_service(
     kafka: str, tmp_path_factory: pytest.TempPathFactory, webhook_ca: tuple[trustme.CA, Path]
 ) -> Iterator[RunningService]:
     env = receiver_env(webhook_ca[1])
-    running = start_service(tmp_path_factory.mktemp("sealed") / "data", kafka, env=env)
-    yield running
-    running.stop()
+    with running_service(tmp_path_factory.mktemp("sealed") / "data", kafka, env=env) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
