@@ -83,6 +83,10 @@ def make_faust_app(settings: Settings, app_id: str, datadir: Path, instance_id: 
         key_serializer="raw",
         value_serializer="raw",
         consumer_group_instance_id=instance_id,
+        # Faust's leader election topic serves `on_leader` timers, and the worker has none. Declared at each
+        # start, it joined the group a moment after its creation: on a new broker the assignor then asked
+        # for it before the broker listed it, and aiokafka logged that at error level.
+        topic_disable_leader=True,
         TableManager=PromptTableManager,
         **extra,
     )
