@@ -103,10 +103,9 @@ class Settings:
     # Events a worker may have folded whose appends and changelog records the broker has not yet
     # acknowledged; past it the folds wait. Without a bound a backlog is folded faster than the broker
     # acknowledges what the folds append, and each such event, its record and its appends stay in memory
-    # (docs/profiles/README.md, "Feeds, not streams"). At 4,096 a backlog's folds waited at the bound
-    # several times a second, a flush's acks behind (docs/profiles/README.md, "The bound on unacknowledged
+    # (docs/profiles/README.md, "Feeds, not streams"; larger bounds tried: "The bound on unacknowledged
     # events, again").
-    worker_unacknowledged_max: int = 16384
+    worker_unacknowledged_max: int = 4096
     # A worker sends its tables' changed keys to their changelogs this often, each key's last value once.
     changelog_flush_ms: int = 200
     # The largest table row a fold may write; a record whose fold would write more is dead-lettered. Keep it
