@@ -15,11 +15,10 @@ import orjson
 import pytest
 import trustme
 
-from infra.kafka import make_admin
 from tests.receiver import Receiver, receiver_env
 from tests.rocks_options import assert_opened_within_budget, worker_databases
 from tests.service import RunningService, create_account, settled, start_service, wait_for_status
-from tests.topics import read_topic
+from tests.topics import read_topic, topic_names
 from tests.traffic import NO_SWEEP, assert_same_answers, past_every_window, post_all, script, snapshot
 
 pytestmark = pytest.mark.slow
@@ -166,12 +165,7 @@ async def test_a_dead_broker_comes_back_on_its_ports_and_a_sigkilled_run_leaves_
     assert [e for e in logged if e["level"] in ("error", "critical")] == []
     # Nor does the worker make a topic as it starts, which its group could ask for before the broker lists
     # it (logged at error level too): Faust's leader election topic is off (processors/app.py).
-    admin = make_admin(service.settings)
-    await admin.start()
-    try:
-        assert [t for t in await admin.list_topics() if t.endswith("-__assignor-__leader")] == []
-    finally:
-        await admin.close()
+    assert [t for t in await topic_names(service.settings) if t.endswith("-__assignor-__leader")] == []
     ports_file = service.data_dir / "kafka" / "ports.json"
     ports = ports_file.read_text()
     [dead] = broker_pids(service.data_dir)
