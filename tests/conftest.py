@@ -71,6 +71,13 @@ async def receiver(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Receive
         yield hook
 
 
+@pytest.fixture(scope="module")
+async def module_receiver(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Receiver]:
+    """`receiver`, one for the whole module: for a module whose service is its own and lives as long."""
+    async with serving(webhook_ca[0]) as hook:
+        yield hook
+
+
 @pytest.fixture(scope="session")
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession() as session:

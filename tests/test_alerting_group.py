@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ import trustme
 
 from infra.kafka import partition_for
 from infra.settings import Settings
-from tests.receiver import Receiver, receiver_env, serving
+from tests.receiver import Receiver, receiver_env
 from tests.service import AccountKeys, RunningService, create_account, running_service
 from tests.test_webhooks import raise_rate_alert, until, use_hook
 from tests.topics import read_topic
@@ -32,12 +32,6 @@ def group_service(
     env = receiver_env(webhook_ca[1])
     with running_service(tmp_path_factory.mktemp("group") / "data", kafka, env=env) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-async def receiver(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Receiver]:
-    async with serving(webhook_ca[0]) as hook:
-        yield hook
 
 
 def second_alerting(service: RunningService, ca_file: Path) -> subprocess.Popen[bytes]:
@@ -86,7 +80,7 @@ def one_per_partition(settings: Settings) -> list[str]:
 
 
 async def raise_and_deliver(
-    http: aiohttp.ClientSession, service: RunningService, receiver: Receiver, accounts: list[AccountKeys], round_: int
+    http: aiohttp.ClientSession, service: RunningService, accounts: list[AccountKeys], round_: int
 ) -> None:
     """One rate alert per account, then waits until every alert of these accounts is delivered."""
     for n, account in enumerate(accounts):
@@ -106,7 +100,10 @@ async def raise_and_deliver(
 
 
 async def test_two_alerting_instances_deliver_each_alert_exactly_once(
-    group_service: RunningService, receiver: Receiver, http: aiohttp.ClientSession, webhook_ca: tuple[trustme.CA, Path]
+    group_service: RunningService,
+    module_receiver: Receiver,
+    http: aiohttp.ClientSession,
+    webhook_ca: tuple[trustme.CA, Path],
 ) -> None:
     settings = group_service.settings
     await split_between(settings, 1)
@@ -121,13 +118,13 @@ async def test_two_alerting_instances_deliver_each_alert_exactly_once(
         for parts in found.values():
             assert any(str(partition_for(a.account_id, settings.partitions)) in parts for a in accounts)
         for account in accounts:
-            await use_hook(http, group_service, account, f"{receiver.url}/ok/{account.account_id}")
-        await raise_and_deliver(http, group_service, receiver, accounts, 1)
+            await use_hook(http, group_service, account, f"{module_receiver.url}/ok/{account.account_id}")
+        await raise_and_deliver(http, group_service, accounts, 1)
         # One instance leaves: the other takes its partitions over from the committed offsets.
         other.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(other.wait, 30) == 0
         await split_between(settings, 1)
-        await raise_and_deliver(http, group_service, receiver, accounts, 2)
+        await raise_and_deliver(http, group_service, accounts, 2)
     finally:
         if other.poll() is None:
             other.kill()
@@ -137,7 +134,7 @@ async def test_two_alerting_instances_deliver_each_alert_exactly_once(
     ids = {a.account_id for a in accounts}
     raised = [orjson.loads(r.value) for r in await read_topic(settings, settings.topic("alerts"))]
     mine = {alert["id"]: alert["type"] for alert in raised if alert["account_id"] in ids}
-    counts = {alert_id: len(receiver.for_alert(alert_id)) for alert_id in mine}
+    counts = {alert_id: len(module_receiver.for_alert(alert_id)) for alert_id in mine}
     rate = [alert_id for alert_id, kind in mine.items() if kind == "caller.rate_exceeded"]
     assert len(rate) == 2 * len(accounts)
     assert {counts[alert_id] for alert_id in rate} == {1}

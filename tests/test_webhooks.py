@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from callscreen.admin import Admin
 from domain.times import format_ms
 from infra.clock import now_ms
 from infra.ports import free_port_block
-from tests.receiver import Receiver, receiver_env, serving
+from tests.receiver import Receiver, receiver_env
 from tests.service import AccountKeys, RunningService, create_account, role_pids, running_service
 from tests.topics import read_topic
 
@@ -42,12 +42,6 @@ def hook_service(
     }
     with running_service(tmp_path_factory.mktemp("hooks") / "data", kafka, env=env) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-async def receiver(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Receiver]:
-    async with serving(webhook_ca[0]) as hook:
-        yield hook
 
 
 def independent_check(secret: str, header: str, body: bytes) -> list[bool]:
@@ -97,10 +91,10 @@ async def until(predicate: Any, timeout_s: float) -> None:
 
 
 async def test_delivery_is_signed_over_the_exact_bytes(
-    hook_service: RunningService, receiver: Receiver, http: aiohttp.ClientSession, tmp_path: Path
+    hook_service: RunningService, module_receiver: Receiver, http: aiohttp.ClientSession, tmp_path: Path
 ) -> None:
     account = await create_account(hook_service.settings, http, hook_service.base_url)
-    await use_hook(http, hook_service, account, f"{receiver.url}/ok/{account.account_id}")
+    await use_hook(http, hook_service, account, f"{module_receiver.url}/ok/{account.account_id}")
     await raise_rate_alert(http, hook_service, account, "+447911300001")
 
     async def delivered() -> bool:
@@ -109,7 +103,7 @@ async def test_delivery_is_signed_over_the_exact_bytes(
 
     await until(delivered, 10)
     (alert,) = await listed(http, hook_service, account)
-    (got,) = receiver.for_alert(alert["id"])
+    (got,) = module_receiver.for_alert(alert["id"])
     assert got.path == f"/ok/{account.account_id}"
     assert got.headers["Content-Type"] == "application/json"
     assert independent_check(account.signing_secret, got.headers["X-Service-Signature"], got.body) == [True]
@@ -137,21 +131,21 @@ async def test_delivery_is_signed_over_the_exact_bytes(
 
 
 async def test_rotation_sends_both_signatures(
-    hook_service: RunningService, receiver: Receiver, http: aiohttp.ClientSession
+    hook_service: RunningService, module_receiver: Receiver, http: aiohttp.ClientSession
 ) -> None:
     account = await create_account(hook_service.settings, http, hook_service.base_url)
-    await use_hook(http, hook_service, account, f"{receiver.url}/ok/{account.account_id}")
+    await use_hook(http, hook_service, account, f"{module_receiver.url}/ok/{account.account_id}")
     async with Admin(hook_service.settings) as admin:
         new = (await admin.secret_rotate(account.account_id))["signing_secret"]
     await raise_rate_alert(http, hook_service, account, "+447911300002")
 
     async def arrived() -> bool:
         alerts = await listed(http, hook_service, account)
-        return bool(alerts) and bool(receiver.for_alert(alerts[0]["id"]))
+        return bool(alerts) and bool(module_receiver.for_alert(alerts[0]["id"]))
 
     await until(arrived, 10)
     (alert,) = await listed(http, hook_service, account)
-    (got,) = receiver.for_alert(alert["id"])
+    (got,) = module_receiver.for_alert(alert["id"])
     header = got.headers["X-Service-Signature"]
     assert header.count("v1=") == 2
     assert independent_check(new, header, got.body) == [True, False]
@@ -159,19 +153,19 @@ async def test_rotation_sends_both_signatures(
 
 
 async def test_a_hanging_receiver_delays_no_score_and_no_other_account(
-    hook_service: RunningService, receiver: Receiver, http: aiohttp.ClientSession
+    hook_service: RunningService, module_receiver: Receiver, http: aiohttp.ClientSession
 ) -> None:
     slow = await create_account(hook_service.settings, http, hook_service.base_url)
     fast = await create_account(hook_service.settings, http, hook_service.base_url)
-    await use_hook(http, hook_service, slow, f"{receiver.url}/slow/{slow.account_id}")
-    await use_hook(http, hook_service, fast, f"{receiver.url}/ok/{fast.account_id}")
+    await use_hook(http, hook_service, slow, f"{module_receiver.url}/slow/{slow.account_id}")
+    await use_hook(http, hook_service, fast, f"{module_receiver.url}/ok/{fast.account_id}")
     await raise_rate_alert(http, hook_service, slow, "+447911300003")
 
     async def slow_arrived() -> bool:
-        return any(r.path.startswith(f"/slow/{slow.account_id}") for r in receiver.received)
+        return any(r.path.startswith(f"/slow/{slow.account_id}") for r in module_receiver.received)
 
     await until(slow_arrived, 10)
-    hung_at = next(r.at for r in receiver.received if r.path.startswith(f"/slow/{slow.account_id}"))
+    hung_at = next(r.at for r in module_receiver.received if r.path.startswith(f"/slow/{slow.account_id}"))
     answered = []
     for i in range(5):
         body = {"type": "call.started", "call_id": f"during-{i}", "to": "+14155552671", "from": "+447911300099"}
@@ -181,10 +175,10 @@ async def test_a_hanging_receiver_delays_no_score_and_no_other_account(
     await raise_rate_alert(http, hook_service, fast, "+447911300004")
 
     async def fast_arrived() -> bool:
-        return any(r.path.startswith(f"/ok/{fast.account_id}") for r in receiver.received)
+        return any(r.path.startswith(f"/ok/{fast.account_id}") for r in module_receiver.received)
 
     await until(fast_arrived, 10)
-    fast_at = next(r.at for r in receiver.received if r.path.startswith(f"/ok/{fast.account_id}"))
+    fast_at = next(r.at for r in module_receiver.received if r.path.startswith(f"/ok/{fast.account_id}"))
     # The slow receiver holds its request for 10 s: everything above happened while it was still hanging.
     assert all(at < hung_at + 8 for at in answered)
     assert fast_at < hung_at + 8
@@ -206,25 +200,25 @@ async def test_a_hanging_receiver_delays_no_score_and_no_other_account(
 
 
 async def test_killing_the_alerting_role_mid_delivery_never_delivers_twice(
-    hook_service: RunningService, receiver: Receiver, http: aiohttp.ClientSession
+    hook_service: RunningService, module_receiver: Receiver, http: aiohttp.ClientSession
 ) -> None:
     account = await create_account(hook_service.settings, http, hook_service.base_url)
-    await use_hook(http, hook_service, account, f"{receiver.url}/hold/{account.account_id}")
-    receiver.release.clear()
+    await use_hook(http, hook_service, account, f"{module_receiver.url}/hold/{account.account_id}")
+    module_receiver.release.clear()
     await raise_rate_alert(http, hook_service, account, "+447911300005")
 
     async def holding() -> bool:
-        return any(r.path.startswith(f"/hold/{account.account_id}") for r in receiver.received)
+        return any(r.path.startswith(f"/hold/{account.account_id}") for r in module_receiver.received)
 
     await until(holding, 10)
     # The account may raise more than one alert: follow the one whose POST is being held.
-    held = next(r for r in receiver.received if r.path.startswith(f"/hold/{account.account_id}"))
+    held = next(r for r in module_receiver.received if r.path.startswith(f"/hold/{account.account_id}"))
     held_id = orjson.loads(held.body)["id"]
     pids = role_pids(hook_service, "alerting")
     assert len(pids) == 1
     os.kill(pids[0], signal.SIGKILL)
     killed_at = time.time()
-    receiver.release.set()
+    module_receiver.release.set()
     settings = hook_service.settings
     alerts_end = len(await read_topic(settings, settings.topic("alerts")))
 
@@ -236,7 +230,7 @@ async def test_killing_the_alerting_role_mid_delivery_never_delivers_twice(
     await until(restarted_and_caught_up, 30)
     async with http.get(f"{hook_service.base_url}/v1/alerts/{held_id}", headers=account.headers) as r:
         alert = await r.json()
-    assert len(receiver.for_alert(held_id)) == 1
+    assert len(module_receiver.for_alert(held_id)) == 1
     assert alert["delivered"] == {"webhook": False}
 
 
@@ -261,14 +255,14 @@ async def scrape(http: aiohttp.ClientSession, port: int) -> dict[tuple[str, tupl
 
 
 async def test_worker_and_alerting_export_lag_folds_and_deliveries(
-    hook_service: RunningService, receiver: Receiver, http: aiohttp.ClientSession
+    hook_service: RunningService, module_receiver: Receiver, http: aiohttp.ClientSession
 ) -> None:
     worker_port = hook_service.settings.metrics_port
     alerting_port = worker_port + 1
     delivered = ("callscreen_deliveries_total", (("outcome", "delivered"),))
     before = (await scrape(http, alerting_port)).get(delivered, 0.0)
     account = await create_account(hook_service.settings, http, hook_service.base_url)
-    await use_hook(http, hook_service, account, f"{receiver.url}/ok/{account.account_id}")
+    await use_hook(http, hook_service, account, f"{module_receiver.url}/ok/{account.account_id}")
     await raise_rate_alert(http, hook_service, account, "+447911300006")
 
     async def all_delivered() -> bool:
