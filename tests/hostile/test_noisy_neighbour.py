@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ import trustme
 
 from domain.times import format_ms, parse_ms
 from infra.clock import now_ms
-from tests.receiver import Receiver, receiver_env, serving
+from tests.receiver import Receiver, receiver_env
 from tests.service import AccountKeys, RunningService, create_account, running_service
 from tests.test_webhooks import until, use_hook
 from tests.topics import read_topic
@@ -41,12 +41,6 @@ def noisy_service(
     }
     with running_service(tmp_path_factory.mktemp("noisy") / "data", kafka, env=env) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-async def receiver(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Receiver]:
-    async with serving(webhook_ca[0]) as hook:
-        yield hook
 
 
 async def post(http: aiohttp.ClientSession, service: RunningService, account: AccountKeys, body: Any) -> Any:
@@ -129,24 +123,24 @@ async def skipped(service: RunningService, account: AccountKeys, reason: str) ->
 @pytest.mark.timeout(180)
 async def test_a_flood_toward_a_hanging_receiver_delays_no_other_account(
     noisy_service: RunningService,
-    receiver: Receiver,
+    module_receiver: Receiver,
     http: aiohttp.ClientSession,
     record_property: Callable[[str, object], None],
 ) -> None:
     noisy = await create_account(noisy_service.settings, http, noisy_service.base_url)
     quiet = await create_account(noisy_service.settings, http, noisy_service.base_url)
-    await use_hook(http, noisy_service, noisy, f"{receiver.url}/hang/{noisy.account_id}")
-    await use_hook(http, noisy_service, quiet, f"{receiver.url}/ok/{quiet.account_id}")
+    await use_hook(http, noisy_service, noisy, f"{module_receiver.url}/hang/{noisy.account_id}")
+    await use_hook(http, noisy_service, quiet, f"{module_receiver.url}/ok/{quiet.account_id}")
     await flood(http, noisy_service, noisy)
     hanging = f"/hang/{noisy.account_id}"
 
     async def noisy_arrived() -> bool:
-        return any(r.path.startswith(hanging) for r in receiver.received)
+        return any(r.path.startswith(hanging) for r in module_receiver.received)
 
     await until(noisy_arrived, 10)
-    first = min(r.at for r in receiver.received if r.path.startswith(hanging))
+    first = min(r.at for r in module_receiver.received if r.path.startswith(hanging))
 
-    latencies = [await probe(http, noisy_service, quiet, receiver, n) for n in range(PROBES)]
+    latencies = [await probe(http, noisy_service, quiet, module_receiver, n) for n in range(PROBES)]
     # Reported with -s (and as properties in --junitxml): with 10 probes the nearest-rank p99 is the maximum.
     shown = [round(s, 3) for s in latencies]
     median, worst = statistics.median(latencies), p99(latencies)
@@ -161,7 +155,9 @@ async def test_a_flood_toward_a_hanging_receiver_delays_no_other_account(
         return time.monotonic() > first + 7.0
 
     await until(first_round_over, 10)
-    assert len([r for r in receiver.received if r.path.startswith(hanging) and r.at < first + 7.0]) == ACCOUNT_SLOTS
+    assert (
+        len([r for r in module_receiver.received if r.path.startswith(hanging) and r.at < first + 7.0]) == ACCOUNT_SLOTS
+    )
 
     # Past its alerts per minute (counted by created_at) the rest were recorded rate_limited, never sent.
     async def all_limited() -> bool:
@@ -173,7 +169,7 @@ async def test_a_flood_toward_a_hanging_receiver_delays_no_other_account(
     created = sorted(parse_ms(a["created_at"]) or 0 for a in raised.values())
     assert len(raised) > PER_MINUTE and created[-1] - created[0] < 60_000
     limited = await skipped(noisy_service, noisy, "rate_limited")
-    sent = {orjson.loads(r.body)["id"] for r in receiver.received if r.path.startswith(hanging)}
+    sent = {orjson.loads(r.body)["id"] for r in module_receiver.received if r.path.startswith(hanging)}
     assert limited <= set(raised) and not limited & sent
     async with http.get(f"{noisy_service.base_url}/v1/alerts/{min(limited)}", headers=noisy.headers) as r:
         shown = await r.json()

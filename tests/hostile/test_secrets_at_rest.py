@@ -4,7 +4,7 @@ with it (README, Secrets at rest)."""
 from __future__ import annotations
 
 import stat
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
@@ -17,7 +17,7 @@ from domain import commands
 from domain.accounts import stamp
 from infra.clock import now_ms
 from infra.kafka import make_producer
-from tests.receiver import Receiver, receiver_env, serving
+from tests.receiver import Receiver, receiver_env
 from tests.service import AccountKeys, RunningService, create_account, role_pids, running_service, wait_for_status
 from tests.test_webhooks import independent_check, listed, raise_rate_alert, until, use_hook
 from tests.topics import read_topic
@@ -35,12 +35,6 @@ def sealed_service(
     env = receiver_env(webhook_ca[1])
     with running_service(tmp_path_factory.mktemp("sealed") / "data", kafka, env=env) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-async def receiver(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Receiver]:
-    async with serving(webhook_ca[0]) as hook:
-        yield hook
 
 
 async def raw_topics(service: RunningService) -> dict[str, bytes]:
@@ -72,7 +66,7 @@ async def delivered_header(
 
 
 async def test_no_signing_secret_is_on_the_topics_yet_deliveries_verify(
-    sealed_service: RunningService, receiver: Receiver, http: aiohttp.ClientSession
+    sealed_service: RunningService, module_receiver: Receiver, http: aiohttp.ClientSession
 ) -> None:
     account = await create_account(sealed_service.settings, http, sealed_service.base_url)
     async with Admin(sealed_service.settings) as admin:
@@ -81,7 +75,7 @@ async def test_no_signing_secret_is_on_the_topics_yet_deliveries_verify(
     created_secret = account.signing_secret
     assert created_secret.startswith("whsec_") and rotated.startswith("whsec_")
 
-    header, body = await delivered_header(http, sealed_service, receiver, account, "+447911400001")
+    header, body = await delivered_header(http, sealed_service, module_receiver, account, "+447911400001")
     assert independent_check(rotated, header, body) == [True, False]
     assert independent_check(created_secret, header, body) == [False, True]
 
@@ -101,7 +95,7 @@ async def test_no_signing_secret_is_on_the_topics_yet_deliveries_verify(
 
 
 async def test_a_plain_secret_from_an_older_topic_still_signs(
-    sealed_service: RunningService, receiver: Receiver, http: aiohttp.ClientSession
+    sealed_service: RunningService, module_receiver: Receiver, http: aiohttp.ClientSession
 ) -> None:
     settings = sealed_service.settings
     change = commands.create_account("guard", "from before sealing")
@@ -122,7 +116,7 @@ async def test_a_plain_secret_from_an_older_topic_still_signs(
     await wait_for_status(http, "GET", f"{sealed_service.base_url}/v1/account", 200, headers=account.headers)
     async with Admin(settings) as admin:
         assert (await admin.secret_show(account.account_id))["signing_secret"] == account.signing_secret
-    header, body = await delivered_header(http, sealed_service, receiver, account, "+447911400002")
+    header, body = await delivered_header(http, sealed_service, module_receiver, account, "+447911400002")
     assert independent_check(account.signing_secret, header, body) == [True]
 
 
