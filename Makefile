@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 # lock (pip, setuptools and wheel too, so the editable build downloads nothing unpinned), the package
 # itself, and the pinned Apache Kafka's jars (fetched once from Maven Central into ~/.cache/callscreen,
 # shared by every clone).
-$(STAMP): pyproject.toml deploy/requirements-dev.lock deploy/kafka/pom.xml
+$(STAMP): pyproject.toml deploy/requirements-dev.lock callscreen/kafka/pom.xml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "needs $(PYTHON)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --require-hashes -r deploy/requirements-dev.lock

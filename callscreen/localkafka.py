@@ -2,7 +2,8 @@
 
 One JVM is broker and KRaft controller at once, with its log on disk under `<data-dir>/kafka`, so
 every account, key, call and alert survives a stop. The jars come from Maven Central through the
-pinned `deploy/kafka/pom.xml`, fetched once into a cache outside the work tree (`fetch`).
+pinned `callscreen/kafka/pom.xml`, package data so an installed wheel has it too, fetched once into a
+cache outside the work tree (`fetch`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from infra.kafka import auth
 from infra.ports import free_ports, port_open
 from infra.settings import Settings
 
-POM = Path(__file__).resolve().parent.parent / "deploy" / "kafka" / "pom.xml"
+POM = Path(__file__).resolve().parent / "kafka" / "pom.xml"
 MIN_JAVA = 17
 START_TIMEOUT_S = 90.0
 START_ATTEMPTS = 3
@@ -47,7 +48,7 @@ def kafka_version(pom: Path = POM) -> str:
     """The pinned Kafka version: the `kafka.version` property of the pom, the one place it is written."""
     if not pom.exists():
         raise BrokerUnavailable(
-            f"the local Kafka is defined by {pom}, which this installation lacks; run from a source checkout, "
+            f"the local Kafka is defined by {pom}, which this installation lacks; reinstall callscreen, "
             "or name a broker with --broker kafka://host:port"
         )
     namespace = {"m": "http://maven.apache.org/POM/4.0.0"}
