@@ -79,10 +79,14 @@ class Admin:
 
     async def user_invite(self, account_id: str, email: str, role: str = "owner") -> dict[str, Any]:
         """A person who may sign in to the account's dashboard, and their one-time setup link."""
-        change = commands.invite_person(self.account(account_id), self.view.people, email, role, now_ms())
+        change = commands.invite_person(
+            self.account(account_id), self.view.people, email, role, now_ms(), self.settings.setup_link_valid_ms
+        )
         shown = dict(await self.change(change))
         token = shown.pop("setup_token")
+        # The domain's person is the command line's user: its printed contract says `user_id` (decisions, 2).
         return {
+            "user_id": shown.pop("person_id"),
             **shown,
             "account_id": account_id,
             "setup_url": f"{self.settings.dashboard_url}/dashboard/setup/{token}",

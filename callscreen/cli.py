@@ -13,7 +13,7 @@ import orjson
 
 from alerting import signing
 from callscreen.admin import Admin
-from callscreen.broker import recorded_broker
+from callscreen.broker import recorded_broker, recorded_edge
 from domain.commands import Refused
 from infra import logs
 from infra.sealing import SecretKeyProblem
@@ -208,7 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "verify-signature":
         return verify_signature(args)
     settings = settings_for(args)
-    logs.configure(settings.log_level if args.command == "run" else "WARNING", role=settings.role)
+    try:
+        logs.configure(settings.log_level if args.command == "run" else "WARNING", settings.role, settings.log_format)
+    except ValueError as exc:
+        sys.stderr.write(orjson.dumps({"error": "invalid_setting", "detail": str(exc)}).decode() + "\n")
+        return 2
     if args.command == "run":
         from callscreen.run import run
 
@@ -224,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(orjson.dumps(summary).decode() + "\n")
         return 0
     try:
-        settings = recorded_broker(settings)
+        settings = recorded_edge(recorded_broker(settings))
         result = asyncio.run(run_admin(settings, admin_call(args)))
     except Refused as exc:
         sys.stderr.write(orjson.dumps({"error": str(exc), **exc.context}).decode() + "\n")

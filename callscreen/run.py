@@ -20,7 +20,7 @@ from pathlib import Path
 from aiohttp import web
 
 from callscreen.admin import Admin
-from callscreen.broker import StartedBroker, broker_to_start, forget_broker, record_broker
+from callscreen.broker import StartedBroker, broker_to_start, forget_broker, forget_edge, record_broker, record_edge
 from callscreen.localkafka import BrokerUnavailable, die_with_this_process
 from infra import event_loop
 from infra.heap import freeze_startup_objects
@@ -197,8 +197,14 @@ def run(settings: Settings, demo: bool = False) -> int:
         sock = listen(settings)
     except OSError as exc:
         return refuse(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}")
+    data_dir = Path(settings.data_dir)
     with sock:
-        return run_with_edge(settings, sock, demo)
+        # Admin commands that print a dashboard link (`account create --email`, `user invite`) point it here.
+        record_edge(data_dir, settings.host, sock.getsockname()[1], os.getpid())
+        try:
+            return run_with_edge(settings, sock, demo)
+        finally:
+            forget_edge(data_dir, os.getpid())
 
 
 def run_with_edge(settings: Settings, sock: socket.socket, demo: bool) -> int:

@@ -232,8 +232,11 @@ def request_test_alert(account: Account | None, person_id: str, email: str) -> C
     return Change(record, {})
 
 
-def invite_person(account: Account | None, people: PeopleView, email: str, role: str, now_ms: int) -> Change:
-    """A person who may sign in to the account's dashboard, with a one-time setup link valid for a day.
+def invite_person(
+    account: Account | None, people: PeopleView, email: str, role: str, now_ms: int, valid_ms: int
+) -> Change:
+    """A person who may sign in to the account's dashboard, with a one-time setup link valid for `valid_ms`
+    (the deployment's `setup_link_valid_h`).
 
     Inviting someone already invited (to the same account) gives them a fresh link; their password, if
     any, stays until they use it.
@@ -248,6 +251,6 @@ def invite_person(account: Account | None, people: PeopleView, email: str, role:
     if before is not None and before.account_id != found.id:
         raise Refused("email_taken")
     link = new_setup_token()
-    record = invited(found.id, address, role, link, now_ms, before.person_id if before else "")
+    record = invited(found.id, address, role, link, now_ms, valid_ms, before.person_id if before else "")
     shown = {"person_id": record["person_id"], "email": address, "role": role, "setup_token": link}
     return Change(record, {**shown, "setup_until": record["setup_until"]})

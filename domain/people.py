@@ -14,9 +14,6 @@ from domain import ids
 from domain.times import format_ms, parse_ms
 
 ROLES = ("owner", "viewer")
-SETUP_VALID_MS = 24 * 3_600_000
-# A session nobody used for this long is over (decisions: 12 h idle).
-SESSION_IDLE_MS = 12 * 3_600_000
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 SETUP_PREFIX = "cs_setup_"
 SESSION_PREFIX = "cs_sess_"
@@ -58,7 +55,7 @@ class PeopleView:
         return self.people.get(person_id) if person_id else None
 
     def person_by_setup(self, link_token: str, now_ms: int) -> Person | None:
-        """The person a setup link is for, while the link is theirs, unused and under 24 h old."""
+        """The person a setup link is for, while the link is theirs, unused and not expired."""
         person_id = self.by_setup.get(ids.digest(link_token))
         person = self.people.get(person_id) if person_id else None
         if person is None or not ids.same_digest(person.setup_digest, ids.digest(link_token)):
@@ -91,9 +88,10 @@ def new_session_token() -> str:
 
 
 def invited(
-    account_id: str, email: str, role: str, link_token: str, now_ms: int, person_id: str = ""
+    account_id: str, email: str, role: str, link_token: str, now_ms: int, valid_ms: int, person_id: str = ""
 ) -> dict[str, Any]:
-    """The record of an invitation (or a fresh setup link for someone already invited)."""
+    """The record of an invitation (or a fresh setup link for someone already invited), the link working
+    for `valid_ms`."""
     return {
         "kind": "person.invited",
         "account_id": account_id,
@@ -101,7 +99,7 @@ def invited(
         "email": email,
         "role": role,
         "setup_digest": ids.digest(link_token),
-        "setup_until": format_ms(now_ms + SETUP_VALID_MS),
+        "setup_until": format_ms(now_ms + valid_ms),
     }
 
 

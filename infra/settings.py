@@ -20,7 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from domain.rules import DetectorRules, LimitRules, LiveRules, PlanRules, Rules, ScoringRules
+from domain.rules import HOUR_MS, DetectorRules, LimitRules, LiveRules, PlanRules, Rules, ScoringRules
 from domain.store import MAX_VALUE_BYTES
 
 # `--broker memory`: the in-memory development broker, which `run` then names with this scheme so every
@@ -74,6 +74,9 @@ class Settings:
     topic_prefix: str = "callscreen"
     app_id: str = "callscreen-worker"
     log_level: str = "INFO"
+    # "text": short lines for a person at a terminal; "json": one object a line, for a log pipeline;
+    # "auto": text when the log goes to a terminal, else json.
+    log_format: str = "auto"
     # Every process's event loop: "uvloop" (libuv's) or "asyncio" (the standard library's selector loop).
     event_loop: str = "uvloop"
     workers: int = 1
@@ -169,6 +172,14 @@ class Settings:
     # Messages in flight per channel: overall, and per account.
     channel_concurrency: int = 16
     channel_account_concurrency: int = 2
+    # The dashboard (docs/dashboard.md): how long a setup link works, how long an unused session lasts,
+    # and each edge's sign-in limits, tries per email and failed tries per address.
+    setup_link_valid_h: float = 24.0
+    session_idle_h: float = 12.0
+    sign_in_email_tries: int = 10
+    sign_in_email_window_min: float = 10.0
+    sign_in_address_tries: int = 10
+    sign_in_address_window_min: float = 10.0
     # Fault injection for the kill tests (processors/faults.py): "every=N,limit=M"; empty in production.
     faults: str = ""
     # The deployment key that seals webhook signing secrets on the accounts topic (infra/sealing.py):
@@ -199,6 +210,14 @@ class Settings:
     def dashboard_url(self) -> str:
         """Where people open the dashboard: the public URL, else the edge's own address."""
         return self.public_url or f"http://{self.host}:{self.port}"
+
+    @property
+    def setup_link_valid_ms(self) -> int:
+        return round(self.setup_link_valid_h * HOUR_MS)
+
+    @property
+    def session_idle_ms(self) -> int:
+        return round(self.session_idle_h * HOUR_MS)
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}.{name}"

@@ -91,8 +91,9 @@ async def errors_and_metrics(request: web.Request, handler: Handler) -> web.Stre
     labels = (route, request.method, str(response.status))
     metrics.child(metrics.requests, *labels).inc()
     metrics.child(metrics.latency, *labels).observe(elapsed)
-    if log.isEnabledFor(logging.INFO):
-        log.info(
+    # One line a request would bury everything else at the default level: it is there when asked for.
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug(
             "request",
             extra={
                 "request_id": request_id,
@@ -132,7 +133,7 @@ def init_app(settings: Settings, connection: Log | None = None) -> web.Applicati
     routes_events.add_routes(app)
     routes_gate.add_routes(app)
     routes_reads.add_routes(app)
-    dashboard.setup(app)
+    dashboard.setup(app, settings)
     dashboard_auth.add_routes(app)
     dashboard_pages.add_routes(app)
     return app

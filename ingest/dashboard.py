@@ -21,6 +21,7 @@ from domain.accounts import Account, stamp
 from domain.people import Person
 from infra.clock import now_ms
 from infra.sealing import Sealer, sealed, sealer_for
+from infra.settings import Settings
 from ingest.errors import ApiError
 from ingest.service import Edge, edge_of
 from ingest.sessions import SESSION_COOKIE, IdleClock, SignedIn, SignInLimits, csrf_ok
@@ -45,9 +46,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 class Dashboard:
     """What the dashboard keeps on this edge: sign-in limits, idle times, and the deployment key."""
 
-    def __init__(self) -> None:
-        self.limits = SignInLimits()
-        self.idle = IdleClock()
+    def __init__(self, settings: Settings) -> None:
+        self.limits = SignInLimits(settings)
+        self.idle = IdleClock(settings.session_idle_ms)
         self._sealer: Sealer | None = None
 
     def sealer(self, edge: Edge) -> Sealer:
@@ -160,7 +161,7 @@ def page(request: web.Request, template: str, me: SignedIn | None, **context: An
     return aiohttp_jinja2.render_template(template, request, values)
 
 
-def setup(app: web.Application) -> None:
+def setup(app: web.Application, settings: Settings) -> None:
     """Templates, static files and the frame middleware for every /dashboard path."""
     env = aiohttp_jinja2.setup(
         app,
@@ -171,6 +172,6 @@ def setup(app: web.Application) -> None:
         lstrip_blocks=True,
     )
     env.globals["prefix"] = PREFIX
-    app[DASHBOARD] = Dashboard()
+    app[DASHBOARD] = Dashboard(settings)
     app.middlewares.append(dashboard_frame)
     app.router.add_static(f"{PREFIX}/static", HERE / "static", append_version=False)

@@ -16,14 +16,13 @@ from aiohttp import web
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from domain.people import SESSION_IDLE_MS, Person, Session
+from domain.people import Person, Session
+from infra.settings import Settings
 from ingest.ratelimit import RateLimiter
 
 SESSION_COOKIE = "cs_session"
 # Before sign-in there is no session to tie a form to: a random cookie is, and the form repeats it.
 FORM_COOKIE = "cs_form"
-SIGN_IN_TRIES = 10
-SIGN_IN_WINDOW_S = 600.0
 MIN_PASSWORD = 12
 MAX_PASSWORD = 256
 
@@ -78,22 +77,22 @@ class SignedIn:
 
 
 class SignInLimits:
-    """10 tries per 10 minutes per email, and 10 failed tries per 10 minutes per address, on this edge.
+    """Tries per email, and failed tries per address, on this edge (by default 10 each per 10 minutes).
 
     An address's successful sign-ins do not count: people behind one office's address must not lock each
-    other out, while guessing across many emails from one address still stops at 10.
+    other out, while guessing across many emails from one address still stops at its limit.
     """
 
-    def __init__(self) -> None:
-        self.by_email = RateLimiter(SIGN_IN_TRIES, SIGN_IN_WINDOW_S)
-        self.by_address = RateLimiter(SIGN_IN_TRIES, SIGN_IN_WINDOW_S)
+    def __init__(self, settings: Settings) -> None:
+        self.by_email = RateLimiter(settings.sign_in_email_tries, settings.sign_in_email_window_min * 60)
+        self.by_address = RateLimiter(settings.sign_in_address_tries, settings.sign_in_address_window_min * 60)
 
     def take(self, email: str, address: str) -> float:
         """0.0 when this try may go ahead (and it counts against the email), else the seconds to wait."""
         now = time.monotonic()
         left = self.by_address.remaining(address, now)
         if left < 1.0:
-            return (1.0 - left) * SIGN_IN_WINDOW_S / SIGN_IN_TRIES
+            return (1.0 - left) * self.by_address.window_s / self.by_address.limit
         return self.by_email.take(email, now)
 
     def failed(self, address: str) -> None:
@@ -101,18 +100,19 @@ class SignInLimits:
 
 
 class IdleClock:
-    """When each session was last used on this edge; a session idle for 12 h is over.
+    """When each session was last used on this edge; a session idle for `idle_ms` is over.
 
     Another edge's use is not seen here, so the idle time counts from the later of the session's start and
     its last use on this edge.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, idle_ms: int) -> None:
+        self.idle_ms = idle_ms
         self.seen: dict[str, int] = {}
 
     def alive(self, token: str, session: Session, now_ms: int) -> bool:
         last = max(session.started_at, self.seen.get(token, 0))
-        if now_ms - last >= SESSION_IDLE_MS:
+        if now_ms - last >= self.idle_ms:
             self.seen.pop(token, None)
             return False
         self.seen[token] = now_ms

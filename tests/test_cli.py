@@ -11,10 +11,13 @@ from typing import Any
 import aiohttp
 import orjson
 
+from domain.rules import HOUR_MS
+from domain.times import parse_ms
+from infra.clock import now_ms
 from tests.service import AccountKeys, RunningService, wait_for_status
 
 
-async def cli(service: RunningService, *args: str) -> tuple[int, Any, str]:
+async def cli(service: RunningService, *args: str, env: dict[str, str] | None = None) -> tuple[int, Any, str]:
     """Run `callscreen ARGS --data-dir <the service's>` with the service's broker and topics."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -25,7 +28,7 @@ async def cli(service: RunningService, *args: str) -> tuple[int, Any, str]:
         str(service.data_dir),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env={**os.environ, **service.env},
+        env={**os.environ, **service.env, **(env or {})},
     )
     out, err = await process.communicate()
     code = await process.wait()
@@ -100,15 +103,35 @@ async def test_refusals_print_json_errors_and_exit_non_zero(service: RunningServ
 
 
 async def test_people_are_invited_with_a_setup_link(service: RunningService, account: AccountKeys) -> None:
+    """The link is on the port `run` listens on (it records it in the data dir), not the settings' 8080."""
     email = f"cli-{account.account_id.lower()}@owner.test"
     code, made, _ = await cli(service, "account", "create", "--plan", "watch", "--email", email.upper())
     assert code == 0
-    assert made["setup_url"].startswith("http://") and "/dashboard/setup/cs_setup_" in made["setup_url"]
+    assert made["setup_url"].startswith(f"{service.base_url}/dashboard/setup/cs_setup_")
     code, invited, _ = await cli(service, "user", "invite", "--account", account.account_id, "--email", "v@x.test")
     assert code == 0
+    assert sorted(invited) == ["account_id", "email", "role", "setup_until", "setup_url", "user_id"]
     assert (invited["account_id"], invited["email"], invited["role"]) == (account.account_id, "v@x.test", "owner")
-    assert invited["person_id"].startswith("prs_") and "setup_token" not in invited
+    assert invited["user_id"].startswith("prs_") and len(invited["user_id"]) == 20
+    assert invited["setup_url"].startswith(f"{service.base_url}/dashboard/setup/cs_setup_")
     code, out, err = await cli(service, "user", "invite", "--account", account.account_id, "--email", email)
     assert (code != 0, out, orjson.loads(err)) == (True, None, {"error": "email_taken"})
     code, out, err = await cli(service, "account", "create", "--plan", "guard", "--email", "not-an-address")
     assert (code != 0, out, orjson.loads(err)) == (True, None, {"error": "invalid_email", "to": "not-an-address"})
+
+
+async def test_a_setup_link_lasts_as_long_as_the_setting_says(service: RunningService, account: AccountKeys) -> None:
+    before = now_ms()
+    code, invited, _ = await cli(
+        service,
+        "user",
+        "invite",
+        "--account",
+        account.account_id,
+        "--email",
+        "brief@x.test",
+        env={"CALLSCREEN_SETUP_LINK_VALID_H": "1"},
+    )
+    after = now_ms()
+    assert code == 0
+    assert before + HOUR_MS <= (parse_ms(invited["setup_until"]) or 0) <= after + HOUR_MS

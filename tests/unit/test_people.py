@@ -7,12 +7,15 @@ import pytest
 
 from domain import commands, ids
 from domain.accounts import AccountsView, apply, stamp
-from domain.people import SESSION_IDLE_MS, SETUP_VALID_MS, Session
+from domain.people import Session
 from domain.times import format_ms
+from infra.settings import Settings
 from ingest.chart import hourly_chart
 from ingest.sessions import IdleClock, SignInLimits, csrf_for, csrf_ok
 
 NOW = 1_795_000_000_000
+SETUP_VALID_MS = Settings().setup_link_valid_ms
+SESSION_IDLE_MS = Settings().session_idle_ms
 
 
 def view_with_account() -> tuple[AccountsView, str]:
@@ -23,7 +26,7 @@ def view_with_account() -> tuple[AccountsView, str]:
 
 
 def invite(view: AccountsView, account_id: str, email: str, role: str = "owner") -> dict[str, str]:
-    change = commands.invite_person(view.accounts[account_id], view.people, email, role, NOW)
+    change = commands.invite_person(view.accounts[account_id], view.people, email, role, NOW, SETUP_VALID_MS)
     apply(view, stamp(change.record, NOW))
     return change.shown
 
@@ -34,6 +37,7 @@ def test_a_setup_link_opens_once_and_only_for_a_day() -> None:
     assert shown["email"] == "ops@example.com"
     person = view.people.person_by_setup(shown["setup_token"], NOW)
     assert person is not None and person.account_id == account_id and person.role == "owner"
+    assert view.people.person_by_setup(shown["setup_token"], NOW + SETUP_VALID_MS - 1) is not None
     assert view.people.person_by_setup(shown["setup_token"], NOW + SETUP_VALID_MS) is None
     assert view.people.person_by_setup(shown["setup_token"] + "x", NOW) is None
     record = {"kind": "person.password_set", "account_id": account_id, "person_id": person.person_id}
@@ -80,7 +84,7 @@ def test_signing_out_everywhere_ends_every_session_of_that_person_only() -> None
 
 
 def test_a_session_idle_for_12_hours_is_over() -> None:
-    clock = IdleClock()
+    clock = IdleClock(SESSION_IDLE_MS)
     session = Session("prs_x", "acct_x", NOW)
     assert clock.alive("t", session, NOW + SESSION_IDLE_MS - 1)
     assert clock.alive("t", session, NOW + 2 * SESSION_IDLE_MS - 2)
@@ -95,13 +99,27 @@ def test_csrf_tokens_belong_to_their_session() -> None:
 
 
 def test_sign_in_limits_count_every_try_per_email_and_failures_per_address() -> None:
-    limits = SignInLimits()
+    limits = SignInLimits(Settings())
     assert [limits.take("a@x.com", "10.0.0.1") for _ in range(10)] == [0.0] * 10
     assert limits.take("a@x.com", "10.0.0.2") > 0
     for _ in range(10):
         limits.failed("10.0.0.3")
     assert limits.take("b@x.com", "10.0.0.3") > 0
     assert limits.take("b@x.com", "10.0.0.4") == 0.0
+
+
+def test_sign_in_limits_are_the_settings() -> None:
+    settings = Settings(
+        sign_in_email_tries=3, sign_in_email_window_min=1.0, sign_in_address_tries=2, sign_in_address_window_min=2.0
+    )
+    limits = SignInLimits(settings)
+    assert [limits.take("a@x.com", "10.0.0.1") for _ in range(3)] == [0.0] * 3
+    # Past the limit the wait is one try's refill: a minute over 3 tries, two minutes over 2.
+    assert limits.take("a@x.com", "10.0.0.1") == pytest.approx(20.0, abs=0.5)
+    limits.failed("10.0.0.2")
+    assert limits.take("b@x.com", "10.0.0.2") == 0.0
+    limits.failed("10.0.0.2")
+    assert limits.take("c@x.com", "10.0.0.2") == pytest.approx(60.0, abs=0.5)
 
 
 def test_the_chart_counts_calls_and_rejects_per_hour_and_ignores_older_ones() -> None:

@@ -42,3 +42,47 @@ def test_children_get_the_same_scalars() -> None:
     env = to_env(settings)
     assert env["CALLSCREEN_LIVE_SILENT_S"] == "75.0" and env["CALLSCREEN_BROKER"] == "kafka://h:1"
     assert load_settings(env) == settings
+
+
+# Decisions, sections 13 and 14: the dashboard's and the alert channels' defaults, each a setting.
+DASHBOARD_AND_CHANNELS = {
+    "setup_link_valid_h": 24.0,
+    "session_idle_h": 12.0,
+    "sign_in_email_tries": 10,
+    "sign_in_email_window_min": 10.0,
+    "sign_in_address_tries": 10,
+    "sign_in_address_window_min": 10.0,
+    "email_timeout_s": 10.0,
+    "carrier_timeout_s": 8.0,
+    "texts_per_hour": 20,
+    "voice_calls_per_hour": 5,
+}
+
+
+def test_the_dashboard_and_channel_defaults_are_the_decisions() -> None:
+    settings = load_settings({})
+    assert {name: getattr(settings, name) for name in DASHBOARD_AND_CHANNELS} == DASHBOARD_AND_CHANNELS
+    assert (settings.setup_link_valid_ms, settings.session_idle_ms) == (86_400_000, 43_200_000)
+
+
+def test_the_environment_overrides_each_dashboard_and_channel_default() -> None:
+    given = {
+        "setup_link_valid_h": ("2", 2.0),
+        "session_idle_h": ("0.5", 0.5),
+        "sign_in_email_tries": ("4", 4),
+        "sign_in_email_window_min": ("3", 3.0),
+        "sign_in_address_tries": ("6", 6),
+        "sign_in_address_window_min": ("7", 7.0),
+        "email_timeout_s": ("4", 4.0),
+        "carrier_timeout_s": ("3", 3.0),
+        "texts_per_hour": ("2", 2),
+        "voice_calls_per_hour": ("1", 1),
+    }
+    settings = load_settings({f"CALLSCREEN_{name.upper()}": raw for name, (raw, _) in given.items()})
+    assert {name: getattr(settings, name) for name in given} == {name: value for name, (_, value) in given.items()}
+    assert (settings.setup_link_valid_ms, settings.session_idle_ms) == (7_200_000, 1_800_000)
+
+
+def test_the_log_format_is_a_setting() -> None:
+    assert load_settings({}).log_format == "auto"
+    assert load_settings({"CALLSCREEN_LOG_FORMAT": "json"}).log_format == "json"
