@@ -23,11 +23,17 @@ class Principal:
 
 
 def key_from_headers(request: web.Request) -> str | None:
+    """A Bearer key, else `X-Service-Key`: a platform may send an `Authorization` of its own (Basic, or
+    its own scheme) beside the key it cannot put there."""
     header = request.headers.get("Authorization")
     if header is not None:
         scheme, _, value = header.partition(" ")
-        return value.strip() if scheme.lower() == "bearer" else ""
-    return request.headers.get("X-Service-Key")
+        if scheme.lower() == "bearer":
+            return value.strip()
+    service_key = request.headers.get("X-Service-Key")
+    if service_key is not None:
+        return service_key
+    return None if header is None else ""
 
 
 def authenticate_key(request: web.Request, view: AccountsView) -> Principal:

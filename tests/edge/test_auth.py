@@ -38,6 +38,21 @@ async def test_bearer_and_service_key_header_both_work(
         assert (await r.json())["id"] == account.account_id
 
 
+async def test_service_key_header_counts_beside_another_authorization(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys
+) -> None:
+    basic = {"Authorization": "Basic dXNlcjpwYXNz", "X-Service-Key": account.key}
+    async with http.get(f"{base_url}/v1/account", headers=basic) as r:
+        assert r.status == 200
+        assert (await r.json())["id"] == account.account_id
+    async with http.get(f"{base_url}/v1/account", headers={"Authorization": "Basic dXNlcjpwYXNz"}) as r:
+        assert (r.status, await r.json()) == (401, {"error": "invalid_key"})
+    # A Bearer key is the credential when both are sent: a wrong one is refused, whatever the other says.
+    both = {"Authorization": "Bearer cs_live_" + "A" * 32, "X-Service-Key": account.key}
+    async with http.get(f"{base_url}/v1/account", headers=both) as r:
+        assert (r.status, await r.json()) == (401, {"error": "invalid_key"})
+
+
 async def test_read_key_reads_but_never_writes(
     http: aiohttp.ClientSession, base_url: str, account: AccountKeys, edge: EdgeUnderTest
 ) -> None:
