@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 
+from domain.facts import LastCall
 from domain.ids import deterministic_id
 from domain.times import format_ms
 
@@ -96,6 +97,14 @@ def requested_test(request: AlertTestRequest) -> Alert:
         subject=request.person_id,
         data={"requested_by": request.email},
     )
+
+
+def with_prior(data: dict[str, Any], last: LastCall | None) -> dict[str, Any]:
+    """An alert's data about a caller, with `prior`: what the caller scored last time and how many days
+    before this call, when it had a record."""
+    if last is not None:
+        data["prior"] = {"score": last.score, "days": last.days}
+    return data
 
 
 def callers_named(alert: Alert) -> list[str]:

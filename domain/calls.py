@@ -8,19 +8,21 @@ store, a setting or a clock; time is the event's.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any
 
 import msgspec
 
 from domain import live
-from domain.alerts import Alert, make_alert
+from domain.alerts import Alert, make_alert, with_prior
 from domain.events import AnyEvent, CallEnded, CallStarted, GateForwarded, GatePressed, Tick, Turn
 from domain.facts import (
     CallDecided,
     CallRefused,
     CallSettled,
     Cap,
+    CostRaised,
     Fact,
     ForwardDone,
     PointsCharged,
@@ -33,9 +35,21 @@ from domain.index import CallEntry
 from domain.rules import DAY_MS, MIN_MS, SECOND_MS, Rules, ScoringRules
 from domain.scoring import Ending, History, Signals, prior_of, score_start, settle_spam_score, thresholds
 from domain.times import day_start_ms, format_ms
-from domain.validation import TimeBounds
 
 NOT_ANSWERED = frozenset({"busy", "no-answer", "failed", "canceled"})
+
+
+class EndReport(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """One report of the call's end that was folded: its event, a digest of what it said, and how much it
+    raised the cost. The same report again (a retry) changes nothing; another one merges in."""
+
+    event_id: str
+    digest: str
+    added: float = 0.0
+
+
+# The ends a call keeps: a platform's, its carrier's, and room for a few reports more.
+END_REPORTS_KEEP = 8
 
 
 class Raised(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -69,6 +83,7 @@ class CallState(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag
     duration_s: int | None = None
     decision: CallDecided
     end_id: str | None = None
+    end_reports: tuple[EndReport, ...] = ()
     live: live.LiveState = msgspec.field(default_factory=live.LiveState)
     long_running_raised: bool = False
     raised: tuple[Raised, ...] = ()
@@ -137,10 +152,6 @@ def fold(state: Stored | None, event: AnyEvent, context: StartContext, rules: Ru
         return Outcome(404, {"error": "unknown_call"})
     if isinstance(event, GateForwarded):
         return forwarded(state, event)
-    if isinstance(state, CallState) and not state.quiet and event.received_at is not None:
-        late = TimeBounds.of(rules.limits).too_old(event.at, event.received_at)
-        if late is not None:
-            return Outcome(late.status, {"error": late.code, **late.context})
     if isinstance(event, CallEnded):
         return end(state, event, rules)
     if isinstance(event, GatePressed):
@@ -346,21 +357,66 @@ def merge_report(
 
 
 def end(state: CallState, event: CallEnded, rules: Rules) -> Outcome:
+    report = end_digest(event)
     if state.state == "ended":
         body = {"call_id": state.call_id, "duration_s": state.duration_s, "spam_score": state.spam_score}
         if state.end_id == event.id:
             # The same end folded again (a crash before its fact landed): the same answer and fact.
             return Outcome(200, body, facts=settled_facts(state, rules))
-        if event.source != state.ended_by:
-            # The other source's end (the carrier's status callback, or the platform's): its cost and
-            # attrs merge in; the record stays closed as the first end settled it.
-            merged = merge_report(state, event.cost, event.cost_breakdown, event.attrs)
-            return Outcome(200, {**body, "duplicate": True}, state=merged)
-        return Outcome(200, {**body, "duplicate": True})
+        known = next((r for r in state.end_reports if r.digest == report), None)
+        if known is not None:
+            # The same report again: a retry changes nothing; this very event folded again after a crash
+            # appends its fact again.
+            again = cost_raised(state, known, event.received_at) if known.event_id == event.id else []
+            return Outcome(200, {**body, "duplicate": True}, facts=again)
+        # Another reporter's end (the platform's after its carrier's, or the carrier's status callback):
+        # its cost and attrs merge in; the record stays closed as the first end settled it.
+        merged = merge_report(state, event.cost, event.cost_breakdown, event.attrs)
+        added = round((merged.cost or 0.0) - (state.cost or 0.0), 6)
+        entry = EndReport(event.id, report, added)
+        merged = msgspec.structs.replace(merged, end_reports=(*state.end_reports, entry)[-END_REPORTS_KEEP:])
+        return Outcome(
+            200, {**body, "duplicate": True}, state=merged, facts=cost_raised(merged, entry, event.received_at)
+        )
     call = merge_report(state, event.cost, event.cost_breakdown, event.attrs)
     call = close(call, event.id, event.at, event.reason, event.source, rules, event.duration_s)
+    call = msgspec.structs.replace(call, end_reports=(EndReport(event.id, report),))
     body = {"call_id": call.call_id, "duration_s": call.duration_s, "spam_score": call.spam_score}
     return Outcome(200, body, state=call, facts=settled_facts(call, rules, event.received_at))
+
+
+def end_digest(event: CallEnded) -> str:
+    """What an end report says, apart from its id and times: a retry of the same body says the same."""
+    said = (
+        event.call_id,
+        event.provider_call_id,
+        event.source,
+        event.reason,
+        event.cost,
+        event.cost_breakdown,
+        event.attrs,
+        event.duration_s,
+    )
+    return hashlib.sha256(msgspec.json.encode(said, order="sorted")).hexdigest()[:16]
+
+
+def cost_raised(call: CallState, report: EndReport, received_at: int | None) -> list[Fact]:
+    """The spend a later report added, for the number's spend detector."""
+    if report.added <= 0:
+        return []
+    assert call.ended_at is not None
+    return [
+        CostRaised(
+            id=report.event_id,
+            account_id=call.account_id,
+            number=call.number,
+            at=call.ended_at,
+            call_id=call.call_id,
+            added=report.added,
+            quiet=call.quiet,
+            received_at=received_at or call.ended_at,
+        )
+    ]
 
 
 def close(
@@ -441,6 +497,7 @@ def settled_facts(call: CallState, rules: Rules, received_at: int | None = None)
         flags=list(call.live.flags),
         received_at=received_at or call.ended_at,
         reason=call.reason,
+        prior=call.answer.prior.last,
     )
     facts: list[Fact] = [settled]
     if call.live.flags and not call.quiet:
@@ -559,6 +616,7 @@ def long_running_alert(call: CallState, at: int, raised_at: int, rules: Rules) -
     }
     if call.direction == "outbound":
         data["direction"] = "outbound"
+    with_prior(data, call.answer.prior.last)
     return make_alert(call.account_id, "call.long_running", call.call_id, call.started_at, raised_at, data)
 
 
@@ -577,6 +635,7 @@ def suspicious_alert(call: CallState, raised_at: int) -> Alert:
     }
     if call.direction == "outbound":
         data["direction"] = "outbound"
+    with_prior(data, call.answer.prior.last)
     alert = make_alert(call.account_id, "call.suspicious", call.call_id, call.started_at, raised_at, data)
     if call.hang_up and call.provider_call_id:
         alert = msgspec.structs.replace(alert, data={**data, "hung_up": True}, hang_up=call.provider_call_id)

@@ -13,12 +13,13 @@ from typing import Any, cast
 
 import msgspec
 
-from domain.alerts import Alert, callers_named, make_alert
+from domain.alerts import Alert, callers_named, make_alert, with_prior
 from domain.facts import (
     AnyFact,
     BlockPlaced,
     CallDecided,
     CallSettled,
+    CostRaised,
     Fact,
     ForwardDone,
     NumberTick,
@@ -191,6 +192,8 @@ def observe(
             w.reported_late_ms = max(0, fact.received_at - fact.at)
     elif isinstance(fact, CallSettled):
         found, quiet, raised_at = _settled(w, fact, rules), fact.quiet, fact.received_at or fact.at
+    elif isinstance(fact, CostRaised):
+        found, quiet, raised_at = spend_exceeded(w, fact, fact.added, 0, rules), fact.quiet, fact.received_at
     elif isinstance(fact, NumberTick):
         found, quiet = volume_normal(w, fact.number, fact.at, rules), False
     elif isinstance(fact, ForwardDone):
@@ -338,8 +341,9 @@ def rate_exceeded(w: _Working, fact: CallDecided, rules: DetectorRules) -> list[
         "count": count,
         "window_min": rules.rate_window_min,
     }
+    with_prior(_with_direction(fact, data), fact.answer.prior.last)
     subject = f"{fact.caller}|{fact.number}"
-    return [Detection("caller.rate_exceeded", subject, fact.at, _with_direction(fact, data), blocks=[fact.caller])]
+    return [Detection("caller.rate_exceeded", subject, fact.at, data, blocks=[fact.caller])]
 
 
 def rotating_numbers(w: _Working, fact: CallDecided, rules: DetectorRules) -> list[Detection]:
@@ -498,7 +502,7 @@ def _settled(w: _Working, fact: CallSettled, rules: DetectorRules) -> list[Detec
     found = gate_failed(w, fact, rules)
     if not fact.cost:
         return found
-    return found + spend_exceeded(w, fact, rules)
+    return found + spend_exceeded(w, fact, fact.cost, 1, rules)
 
 
 def gate_failed(w: _Working, fact: CallSettled, rules: DetectorRules) -> list[Detection]:
@@ -515,16 +519,20 @@ def gate_failed(w: _Working, fact: CallSettled, rules: DetectorRules) -> list[De
         "window_min": rules.rate_window_min,
         "gate": "failed",
     }
+    with_prior(data, fact.prior)
     subject = f"{fact.caller}|{fact.number}"
     return [Detection("caller.rate_exceeded", subject, fact.at, data, blocks=[fact.caller])]
 
 
-def spend_exceeded(w: _Working, fact: CallSettled, rules: DetectorRules) -> list[Detection]:
-    cost = fact.cost or 0.0
+def spend_exceeded(
+    w: _Working, fact: CallSettled | CostRaised, cost: float, calls: int, rules: DetectorRules
+) -> list[Detection]:
+    """`cost` more spent in the hour of the fact's call's end, by `calls` more calls (none for a later
+    report's raise of a call already counted)."""
     at = fact.at
     hour = at - at % HOUR_MS
     bucket = w.spend.get(hour, SpendHour(0.0, 0))
-    bucket = SpendHour(round(bucket.spend + cost, 6), bucket.calls + 1)
+    bucket = SpendHour(round(bucket.spend + cost, 6), bucket.calls + calls)
     w.spend[hour] = bucket
     oldest = at - (rules.baseline_days + 1) * DAY_MS
     w.spend = {h: b for h, b in w.spend.items() if h > oldest}

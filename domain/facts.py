@@ -105,6 +105,19 @@ class CallSettled(Fact, frozen=True, kw_only=True, tag="call.settled"):
     received_at: int = 0
     # Why it ended; `gate_fail` raises `caller.rate_exceeded` with `gate: "failed"`.
     reason: str | None = None
+    # What the caller scored last time, as its start found it: `data.prior` of the alerts it raises.
+    prior: LastCall | None = None
+
+
+class CostRaised(Fact, frozen=True, kw_only=True, tag="call.cost_raised"):
+    """A later report of an ended call (its platform's end after its carrier's) raised its cost by `added`;
+    `at` is the call's end, so the spend counts in the hour the call's own settlement did. `id` is that
+    report's event id."""
+
+    call_id: str
+    added: float
+    quiet: bool
+    received_at: int
 
 
 class BlockPlaced(Fact, frozen=True, kw_only=True, tag="block.placed"):
@@ -146,7 +159,15 @@ class ForwardDone(Fact, frozen=True, kw_only=True, tag="forward.done"):
 
 
 AnyFact = (
-    CallDecided | CallRefused | CallSettled | BlockPlaced | PatternActive | PointsCharged | NumberTick | ForwardDone
+    CallDecided
+    | CallRefused
+    | CallSettled
+    | CostRaised
+    | BlockPlaced
+    | PatternActive
+    | PointsCharged
+    | NumberTick
+    | ForwardDone
 )
 
 

@@ -75,21 +75,20 @@ class FeatureView:
         return sum(1 for t in times if since_ms < t <= until_ms)
 
     def caller(self, caller: str) -> tuple[History, int | None, int]:
-        """The caller's history, when it was first seen and how many accounts it reached (its non-quiet
-        starts' accounts), from one read."""
+        """The caller's network history, when it was first seen and how many accounts it reached (its
+        non-quiet starts' accounts), from one read."""
         h = self.store.get(K.history(caller))
         if not h:
             return History(), None, 0
-        history = History(
-            calls=h["calls"],
-            good=h["good"],
-            bad=h["bad"],
-            points=h.get("points", 0),
-            last_settled=Last(**h["settled"]) if h.get("settled") else None,
-            last_start=Last(**h["start"]) if h.get("start") else None,
-        )
         reached = h["accounts"] if "accounts" in h else len(self._listed_accounts(caller))
-        return history, h.get("first"), reached
+        return _history(h), h.get("first"), reached
+
+    def caller_for(self, account: str, caller: str) -> tuple[History, int | None, int]:
+        """As `caller`, with the account's own `quiet` imports of the caller counted in its history: they
+        never reach the network's, and freshness stays the network's."""
+        history, first, reached = self.caller(caller)
+        imported = self.store.get(K.imported(account, caller))
+        return (history.plus(_history(imported)) if imported else history), first, reached
 
     def provider_alias(self, account: str, provider_call_id: str) -> str | None:
         found: str | None = self.store.get(K.provider(account, provider_call_id))
@@ -118,12 +117,16 @@ class FeatureView:
         return found
 
     def alias_for(self, account: str, call_id: str, provider_call_id: str | None) -> str | None:
-        """The call an event belongs to when another record holds it under its provider id."""
+        """The call an event belongs to when another record holds it: under its provider id, or, when the
+        carrier reported first under its own id with no provider id, under the id this event names as
+        its provider's."""
         for candidate in (call_id, provider_call_id):
             if candidate:
                 target = self.provider_alias(account, candidate)
                 if target and target != call_id:
                     return target
+        if provider_call_id and provider_call_id != call_id and self.store.get(K.decision(account, provider_call_id)):
+            return provider_call_id
         return None
 
     # The fold.
@@ -236,14 +239,15 @@ class FeatureView:
         self.store.put(K.hours(account, number), kept)
         if fact.quiet:
             # Imported history is the account's own: it never speaks for the caller network-wide.
+            imported = self._raw(K.imported(account, caller))
+            imported["calls"] += 1
+            _latest_start(imported, fact)
+            self.store.put(K.imported(account, caller), imported)
             return True
         h = self._raw_history(caller)
         h["calls"] += 1
         h["first"] = at if h.get("first") is None else min(h["first"], at)
-        if not fact.answer.capped:
-            start = {"score": round(fact.answer.score * 100), "at": at}
-            if h.get("start") is None or start["at"] >= h["start"]["at"]:
-                h["start"] = start
+        _latest_start(h, fact)
         self._count_account(h, caller, account)
         self.store.put(K.history(caller), h)
         return True
@@ -272,17 +276,18 @@ class FeatureView:
         if not self._once(K.settled(fact.account_id, fact.call_id), 1):
             return False
         spam = fact.spam_score
-        if spam is None or fact.quiet:
+        if spam is None:
             return True
-        h = self._raw_history(fact.caller)
-        if spam < self.rules.prior_good_below:
-            h["good"] += 1
-        if spam >= self.rules.prior_bad_spam:
-            h["bad"] += 1
+        key = K.imported(fact.account_id, fact.caller) if fact.quiet else K.history(fact.caller)
+        h = self._raw(key)
+        rules = self.rules
+        h["above"] = h.get("above", h["bad"]) + (spam > rules.prior_good_none_above)
+        h["good"] += spam < rules.prior_good_below
+        h["bad"] += spam >= rules.prior_bad_spam
         settled = {"score": int(spam), "at": fact.at}
         if h.get("settled") is None or settled["at"] >= h["settled"]["at"]:
             h["settled"] = settled
-        self.store.put(K.history(fact.caller), h)
+        self.store.put(key, h)
         return True
 
     def _active(self, key: str) -> list[PatternActive]:
@@ -291,17 +296,43 @@ class FeatureView:
         return msgspec.convert(stored, _PATTERNS) if stored else []
 
     def _raw_history(self, caller: str) -> dict[str, Any]:
-        found: dict[str, Any] | None = self.store.get(K.history(caller))
+        return self._raw(K.history(caller))
+
+    def _raw(self, key: str) -> dict[str, Any]:
+        found: dict[str, Any] | None = self.store.get(key)
         return found or {
             "calls": 0,
             "good": 0,
             "bad": 0,
+            "above": 0,
             "points": 0,
             "settled": None,
             "start": None,
             "first": None,
             "accounts": 0,
         }
+
+
+def _history(h: dict[str, Any]) -> History:
+    return History(
+        calls=h["calls"],
+        good=h["good"],
+        bad=h["bad"],
+        # A history folded before `above` was counted: its calls at 70 or more stand in for it.
+        above=h.get("above", h["bad"]),
+        points=h.get("points", 0),
+        last_settled=Last(**h["settled"]) if h.get("settled") else None,
+        last_start=Last(**h["start"]) if h.get("start") else None,
+    )
+
+
+def _latest_start(h: dict[str, Any], fact: CallDecided) -> None:
+    """The start's score as the history's latest, unless a later start holds it (a capped one has none)."""
+    if fact.answer.capped:
+        return
+    start = {"score": round(fact.answer.score * 100), "at": fact.at}
+    if h.get("start") is None or start["at"] >= h["start"]["at"]:
+        h["start"] = start
 
 
 def context(view: FeatureView, state: Stored | None, event: AnyEvent, rules: Rules) -> StartContext:
@@ -313,7 +344,7 @@ def context(view: FeatureView, state: Stored | None, event: AnyEvent, rules: Rul
         return StartContext()
     number, caller, at = event.number, event.caller, event.at
     numbers = view.numbers(account)
-    history, first_seen, reached = view.caller(caller)
+    history, first_seen, reached = view.caller_for(account, caller)
     geo = event.attrs.get("geo")
     zip_code = geo.get("zip") if isinstance(geo, dict) else None
     patterns = frozenset(

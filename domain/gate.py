@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from domain.phone import parse_number
+
 # The challenge's answers, and the reasons a call the gate ends is given.
 GATE_PASS = "pass"
 GATE_FAIL = "gate_fail"
@@ -45,7 +47,8 @@ def attrs_of(form: Mapping[str, str]) -> dict[str, Any]:
         attrs["geo"] = geo
     if form.get("CallerName"):
         attrs["caller_name"] = form["CallerName"]
-    if form.get("ForwardedFrom"):
+    if parse_number(form.get("ForwardedFrom")) is not None:
+        # A forwarding number the carrier sent that cannot be read is left out: the call is still screened.
         attrs["forwarded_from"] = form["ForwardedFrom"]
     return attrs
 

@@ -92,6 +92,11 @@ class View:
         return f"hist|{caller}"
 
     @staticmethod
+    def imported(account: str, caller: str) -> str:
+        """A caller's history in one account's `quiet` imports, which the network history never hears of."""
+        return f"imp|{account}|{caller}"
+
+    @staticmethod
     def accounts(caller: str) -> str:
         """The list of accounts a caller reached, as views kept it before `network`: read once, then left."""
         return f"accts|{caller}"

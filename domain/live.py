@@ -5,14 +5,17 @@ length. The picture keeps counters, sums and a few short windows (`Running`), ne
 whole list of events: a checkpoint of everything older than the last `RECENT_KEEP` events, those
 events sorted by `at`, and the current picture. An event in order is one more step on the current
 picture; one that arrives among the recent events is placed where it belongs and the recent events
-are walked again from the checkpoint; one older than all of them is applied where it arrives. A
-flag trips at the event (in event time) where its rule first holds, and the live score only rises.
+are walked again from the checkpoint; one older than all of them is folded into the checkpoint and the
+current picture by its `at`: every count, sum and window takes it where it belongs, and a turn's start
+and end pair up whichever arrives first. A flag trips at the event (in event time) where its rule first
+holds; flags, like the live score, only accumulate.
 Only lengths, counts and 12-hex hashes are ever here; text never reaches a worker.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from operator import attrgetter
 
 import msgspec
@@ -61,10 +64,11 @@ class OpenTurn(msgspec.Struct, frozen=True, array_like=True, gc=False):
 
 
 class Said(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    """What a completed turn said, kept by its index so a later transcript can correct it."""
+    """What a completed turn said, kept by its index (or as the role's latest, without one) so a later
+    transcript can correct it."""
 
     role: str
-    turn: int
+    turn: int | None
     words: int | None
     hash: str | None
 
@@ -87,6 +91,9 @@ class Running(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=
     first_agent_at: int | None = None
     open_user: tuple[OpenTurn, ...] = ()
     open_agent: tuple[OpenTurn, ...] = ()
+    # Ends that came with no start (a turn reported only by its end, or whose start is late), per role.
+    ended_user: tuple[OpenTurn, ...] = ()
+    ended_agent: tuple[OpenTurn, ...] = ()
     user_starts: tuple[int, ...] = ()
     cut_ins: tuple[int, ...] = ()
     hashes: dict[str, int] = msgspec.field(default_factory=dict)
@@ -159,6 +166,10 @@ def fold(live: LiveState, event: Turn | Tick, started_at: int, start_score: floa
         horizon = recent.pop(0)
         checkpoint = advance(checkpoint, horizon, started_at, rules)
         seen = (*seen, horizon.id)
+    earlier = live.current.flags
+    if any(flag not in current.flags for flag in earlier):
+        # A walk again from the checkpoint may not trip a flag where it tripped before: it stays.
+        current = msgspec.structs.replace(current, flags=(*earlier, *(f for f in current.flags if f not in earlier)))
     keep = 1.0 - start_score
     for flag in current.flags:
         keep *= 1.0 - rules.flag_weights[flag]
@@ -182,10 +193,11 @@ def advance(running: Running, step: Step, started_at: int, rules: LiveRules) -> 
     w = _Working(running)
     completed: Completed | None = None
     if step.type == "turn.started":
-        w.start_turn(step)
+        completed = w.start_turn(step)
     elif step.type == "turn.ended":
         completed = w.end_turn(step)
-        if step.interrupted:
+        if step.interrupted and step.role == "agent":
+            # An agent turn cut off is the caller's interruption; a caller cut off by the agent is not.
             w.cut_in(step.at)
     elif step.type == "interruption":
         w.cut_in(step.at)
@@ -212,6 +224,7 @@ class _Working:
         self.agent_talk_s, self.agent_words = r.agent_talk_s, r.agent_words
         self.first_user_at, self.first_agent_at = r.first_user_at, r.first_agent_at
         self.open = {"user": list(r.open_user), "agent": list(r.open_agent)}
+        self.ended = {"user": list(r.ended_user), "agent": list(r.ended_agent)}
         self.user_starts = list(r.user_starts)
         self.cut_ins = list(r.cut_ins)
         self.hashes = dict(r.hashes)
@@ -223,30 +236,53 @@ class _Working:
         else:
             self.agent_turns += 1
 
-    def start_turn(self, step: Step) -> None:
-        self.count_turn(step.role)
-        self.open[step.role] = [*self.open[step.role], OpenTurn(step.at, step.turn)][-OPEN_KEEP:]
+    def start_turn(self, step: Step) -> Completed | None:
+        """A turn's start; when its end came first (late), the turn is complete now, with its length."""
         if step.role == "user":
             bisect.insort(self.user_starts, step.at)
             self.user_starts = self.user_starts[-WINDOW_KEEP:]
+        end = _take(self.ended[step.role], step.turn, lambda e: e.at >= step.at)
+        if end is None:
+            self.count_turn(step.role)
+            self.open[step.role] = [*self.open[step.role], OpenTurn(step.at, step.turn)][-OPEN_KEEP:]
+            return None
+        seconds = (end.at - step.at) / SECOND_MS
+        if step.role == "user":
+            self.user_timed += 1
+            self.user_talk_s += seconds
+        else:
+            self.agent_talk_s += seconds
+        return seconds, None, None
 
     def end_turn(self, step: Step) -> Completed:
-        start = self._match(step.role, step.turn)
+        start = _take(self.open[step.role], step.turn, lambda s: True, newest=True)
         if start is None:
-            # A turn reported only by its end still counts as a turn.
+            # A turn reported only by its end still counts as a turn; its start may yet come, late.
             self.count_turn(step.role)
+            self.ended[step.role] = [*self.ended[step.role], OpenTurn(step.at, step.turn)][-OPEN_KEEP:]
         seconds = (step.at - start.at) / SECOND_MS if start is not None else None
         self.add_said(step.role, seconds, step.words, step.hash)
-        if step.turn is not None:
-            self.said = [*self.said, Said(step.role, step.turn, step.words, step.hash)][-SAID_KEEP:]
+        self.said = [*self.said, Said(step.role, step.turn, step.words, step.hash)][-SAID_KEEP:]
         return seconds, step.words, step.hash
 
     def transcript(self, step: Step) -> Completed:
-        """A turn's final text, measured: corrects the turn it names, or is a turn of its own."""
-        known = next((i for i, s in enumerate(self.said) if (s.role, s.turn) == (step.role, step.turn)), None)
-        if step.turn is None or known is None:
-            self.count_turn(step.role)
-            self.add_said(step.role, None, step.words, step.hash)
+        """A turn's final text, measured: corrects the turn it names (without `turn`, the role's latest);
+        with no turn to correct, its words and hash count, and it is a turn only when it names one."""
+        known = next(
+            (
+                i
+                for i in range(len(self.said) - 1, -1, -1)
+                if self.said[i].role == step.role and (step.turn is None or self.said[i].turn == step.turn)
+            ),
+            None,
+        )
+        if known is None:
+            if step.turn is not None:
+                self.count_turn(step.role)
+                self.add_said(step.role, None, step.words, step.hash)
+                self.said = [*self.said, Said(step.role, step.turn, step.words, step.hash)][-SAID_KEEP:]
+            else:
+                self.add_words(step.role, step.words, step.hash)
             return None, step.words, step.hash
         old = self.said[known]
         words = step.words if step.words is not None else old.words
@@ -273,9 +309,14 @@ class _Working:
                 self.user_talk_s += seconds
             if words is not None:
                 self.user_counted += 1
-                self.user_words += words
         else:
             self.agent_talk_s += seconds or 0.0
+        self.add_words(role, words, text_hash)
+
+    def add_words(self, role: str, words: int | None, text_hash: str | None) -> None:
+        if role == "user":
+            self.user_words += words or 0
+        else:
             self.agent_words += words or 0
         if text_hash:
             self.add_hash(role, text_hash)
@@ -299,15 +340,6 @@ class _Working:
             self.first_user_at = at if self.first_user_at is None else min(self.first_user_at, at)
         else:
             self.first_agent_at = at if self.first_agent_at is None else min(self.first_agent_at, at)
-
-    def _match(self, role: str, index: int | None) -> OpenTurn | None:
-        starts = self.open[role]
-        for position in range(len(starts) - 1, -1, -1):
-            if index is None or starts[position].turn == index:
-                found = starts[position]
-                self.open[role] = starts[:position] + starts[position + 1 :]
-                return found
-        return None
 
     def check(self, step: Step, completed: Completed | None, started_at: int, rules: LiveRules) -> None:
         """Trip the flags whose rule holds at this event; each trips once and stays."""
@@ -353,11 +385,27 @@ class _Working:
             first_agent_at=self.first_agent_at,
             open_user=tuple(self.open["user"]),
             open_agent=tuple(self.open["agent"]),
+            ended_user=tuple(self.ended["user"]),
+            ended_agent=tuple(self.ended["agent"]),
             user_starts=tuple(self.user_starts),
             cut_ins=tuple(self.cut_ins),
             hashes=self.hashes,
             said=tuple(self.said),
         )
+
+
+def _take(
+    turns: list[OpenTurn], index: int | None, fits: Callable[[OpenTurn], bool], newest: bool = False
+) -> OpenTurn | None:
+    """Remove and return the kept turn that pairs with `index`: the same index, or, without one, the
+    newest (an end's start) or the oldest that `fits` (a late start's end)."""
+    order = range(len(turns) - 1, -1, -1) if newest else range(len(turns))
+    for position in order:
+        kept = turns[position]
+        if (index is None and fits(kept)) or (index is not None and kept.turn == index):
+            del turns[position]
+            return kept
+    return None
 
 
 def crowded(times: list[int], count: int, window_ms: float) -> bool:

@@ -54,6 +54,8 @@ class ScoringRules:
     prior_bad_spam: int = 70
     prior_good_calls: int = 3
     prior_good_below: int = 30
+    # `prior_good` also needs no earlier call settled above this.
+    prior_good_none_above: int = 70
     neighbor_digits: int = 6
     # Points charged to a caller (`prior.points`): per alert naming it, by severity, and per live flag.
     alert_points: Mapping[str, float] = _frozen({"info": 1, "threat": 3, "critical": 5})
@@ -170,8 +172,9 @@ class LimitRules:
     # Bytes of accepted event bodies one account may add to the log per UTC day (429 quota_exceeded past it).
     event_bytes_per_day: int = 268435456
     max_future_at_s: int = 300
-    # A live event may be this old on receipt; older history comes in as `quiet` imports, up to the days below.
-    max_age_s: int = 86400
+    # A live (not `quiet`) start may be this old on receipt; older history comes in as `quiet` imports, up to
+    # the days below. Later events of a call that exists are placed by their `at` whatever their age.
+    max_live_start_age_days: int = 7
     max_quiet_age_days: int = 400
     # A call or alert leaves the hot tables this many days after its day, counted in its partition's
     # event time (`domain.horizon`); the log keeps it.

@@ -14,19 +14,39 @@ class Last(msgspec.Struct, frozen=True, gc=False):
 
 
 class History(msgspec.Struct, frozen=True, gc=False):
-    """What the network knows of a caller before this call."""
+    """What is known of a caller before this call: the network's, and the scoring account's imports."""
 
     calls: int = 0
     good: int = 0
+    # Calls that settled at `prior_bad_spam` or more, and those above `prior_good_none_above`.
     bad: int = 0
+    above: int = 0
     points: int = 0
     last_settled: Last | None = None
     last_start: Last | None = None
+
+    def plus(self, other: History) -> History:
+        """Both histories as one: counts added, the latest of each kind of score kept."""
+        return History(
+            calls=self.calls + other.calls,
+            good=self.good + other.good,
+            bad=self.bad + other.bad,
+            above=self.above + other.above,
+            points=self.points + other.points,
+            last_settled=_latest(self.last_settled, other.last_settled),
+            last_start=_latest(self.last_start, other.last_start),
+        )
 
     @property
     def last(self) -> Last | None:
         candidates = [c for c in (self.last_settled, self.last_start) if c is not None]
         return max(candidates, key=lambda c: c.at) if candidates else None
+
+
+def _latest(a: Last | None, b: Last | None) -> Last | None:
+    if a is None or b is None:
+        return a or b
+    return a if a.at >= b.at else b
 
 
 class Signals(msgspec.Struct, frozen=True, gc=False):
@@ -97,7 +117,7 @@ def prior_bad(history: History, rules: ScoringRules) -> bool:
 
 
 def prior_good(history: History, rules: ScoringRules) -> bool:
-    return history.good >= rules.prior_good_calls and history.bad == 0
+    return history.good >= rules.prior_good_calls and history.above == 0
 
 
 def prior_of(history: History, at: int) -> Prior:

@@ -38,11 +38,12 @@ MAX_ID = 256
 MAX_TEXT_FIELD = 256
 # Named attrs and their caps (docs/api.md, attrs): every value a fold may copy is bounded here.
 MAX_ATTR_TEXT = 128
-ATTR_TEXTS = ("caller_name", "answered_by", "carrier", "forwarded_from")
+ATTR_TEXTS = ("caller_name", "answered_by", "carrier")
 MAX_MEASURE = 10**9
 # One call costs at most this (USD), in total and per part: no event can push spend windows to overflow.
 MAX_COST_USD = 1000
-# Keys the contract does not name are kept on the call, up to this many bytes of JSON, and read by nothing.
+# Keys the contract does not name, at the top of `attrs` or inside `geo`, `perf` and `tokens`, are kept on
+# the call, up to this many bytes of JSON in all, and read by nothing.
 MAX_UNKNOWN_ATTRS_BYTES = 2048
 _SPACE = re.compile(r"\s+")
 
@@ -83,18 +84,26 @@ class TimeBounds:
     """How far an event's `at` may lie from its receipt (docs/api.md, Time)."""
 
     max_future_ms: int
-    max_age_ms: int
+    max_live_start_age_ms: int
     max_quiet_age_ms: int
 
     @classmethod
     def of(cls, limits: LimitRules) -> TimeBounds:
-        return cls(limits.max_future_at_s * 1000, limits.max_age_s * 1000, limits.max_quiet_age_days * DAY_MS)
+        return cls(
+            limits.max_future_at_s * 1000, limits.max_live_start_age_days * DAY_MS, limits.max_quiet_age_days * DAY_MS
+        )
 
-    def too_old(self, at: int, received_at: int) -> InputError | None:
-        """The refusal for a live (not `quiet`) event older than the live bound, else None."""
-        if received_at - at <= self.max_age_ms:
+    def start_too_old(self, at: int, received_at: int) -> InputError | None:
+        """The refusal for a live (not `quiet`) start older than the live bound, else None.
+
+        Only a start: an event of a call that exists is placed by its `at` whatever its age, so a call
+        that began yesterday can still end today.
+        """
+        if received_at - at <= self.max_live_start_age_ms:
             return None
-        return InputError("invalid_at", max_age_s=self.max_age_ms // 1000, hint="use quiet: true to import history")
+        return InputError(
+            "invalid_at", max_age_days=self.max_live_start_age_ms // DAY_MS, hint="use quiet: true to import history"
+        )
 
 
 def parse_event(body: dict[str, Any], stamp: Stamp, bounds: TimeBounds) -> AnyEvent:
@@ -112,8 +121,7 @@ def parse_event(body: dict[str, Any], stamp: Stamp, bounds: TimeBounds) -> AnyEv
     }
     if kind == "call.started":
         started = _started(body, common, stamp.trusted)
-        # Turns and ends are checked against their call's `quiet` by the fold, which knows it.
-        refusal = None if started.quiet else bounds.too_old(started.at, stamp.received_at)
+        refusal = None if started.quiet else bounds.start_too_old(started.at, stamp.received_at)
         if refusal is not None:
             raise refusal
         return started
@@ -295,6 +303,7 @@ def _attrs(body: dict[str, Any]) -> dict[str, Any]:
         raise invalid_field("attrs")
     attrs: dict[str, Any] = {}
     unknown: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {}
     for name, item in value.items():
         if item is None:
             continue
@@ -304,18 +313,23 @@ def _attrs(body: dict[str, Any]) -> dict[str, Any]:
             attrs[name] = ATTESTATIONS[item.lower()]
         elif name in ATTR_TEXTS:
             attrs[name] = _attr_text(item, f"attrs.{name}")
-        elif name == "geo":
-            attrs[name] = _table(item, "attrs.geo", GEO_CHECKS)
-        elif name == "perf":
-            attrs[name] = _table(item, "attrs.perf", PERF_CHECKS)
-        elif name == "tokens":
-            attrs[name] = _table(item, "attrs.tokens", TOKEN_CHECKS)
+        elif name == "forwarded_from":
+            forwarded = parse_number(item)
+            if forwarded is None:
+                raise invalid_field("attrs.forwarded_from")
+            attrs[name] = forwarded.e164
+        elif name in TABLES:
+            attrs[name], extra = _table(item, f"attrs.{name}", TABLES[name])
+            if extra:
+                nested[name] = extra
         else:
             unknown[name] = item
-    if unknown:
-        if len(msgspec.json.encode(unknown)) > MAX_UNKNOWN_ATTRS_BYTES:
+    if unknown or nested:
+        if len(msgspec.json.encode([unknown, nested])) > MAX_UNKNOWN_ATTRS_BYTES:
             raise InputError("invalid_field", field="attrs", limit=MAX_UNKNOWN_ATTRS_BYTES)
         attrs.update(unknown)
+        for name, extra in nested.items():
+            attrs[name] = {**attrs[name], **extra}
     return attrs
 
 
@@ -340,16 +354,18 @@ PERF_CHECKS: dict[str, Check] = {
     "interrupted": _count,
 }
 TOKEN_CHECKS: dict[str, Check] = {key: _count for key in ("in", "out", "cached")}
+TABLES = {"geo": GEO_CHECKS, "perf": PERF_CHECKS, "tokens": TOKEN_CHECKS}
 
 
-def _table(value: Any, name: str, checks: dict[str, Check]) -> dict[str, Any]:
-    """A closed object of attrs: only its named keys, each checked."""
+def _table(value: Any, name: str, checks: dict[str, Check]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An object of attrs: its named keys, each checked, and the keys the contract does not name."""
     if not isinstance(value, dict):
         raise invalid_field(name)
     table: dict[str, Any] = {}
+    unknown: dict[str, Any] = {}
     for key, item in value.items():
         if key not in checks:
-            raise invalid_field(f"{name}.{key}")
-        if item is not None:
+            unknown[key] = item
+        elif item is not None:
             table[key] = checks[key](item, f"{name}.{key}")
-    return table
+    return table, unknown

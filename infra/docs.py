@@ -76,7 +76,9 @@ def reasons_section(rules: Rules) -> list[str]:
         "| `trusted` | the caller is on the account's trusted list: score 0, action `allow` |",
         "| `blocked` | an active block on this caller for this number: score 1, action `reject` |",
         "| `capped` | the plan's daily scoring allowance is spent: recorded, allowed, not scored |",
-        f"| `prior_good` | good history: the score times {rules.scoring.prior_good_relief} |",
+        f"| `prior_good` | good history (at least {rules.scoring.prior_good_calls} earlier calls settled below"
+        f" {rules.scoring.prior_good_below}, none above {rules.scoring.prior_good_none_above}): the score times"
+        f" {rules.scoring.prior_good_relief} |",
         "",
         "A call's `reasons` then list each live flag as `live_<flag>`.",
         "",
@@ -93,6 +95,12 @@ def flags_section() -> list[str]:
 def alerts_section() -> list[str]:
     lines = ["## Alert types", "", "| type | severity |", "|---|---|"]
     lines += [f"| `{kind}` | {severity} |" for kind, severity in SEVERITY.items()]
+    lines += [
+        "",
+        "An alert about one caller (`caller.rate_exceeded`, `call.suspicious`, `call.long_running`) carries",
+        "`data.prior`, `{score, days}`: what the caller scored last time and how many days before this call,",
+        "when it had a record (the start's `prior.last`).",
+    ]
     return [*lines, ""]
 
 

@@ -111,17 +111,29 @@ async def test_duplicate_start_returns_the_first_answer_and_counts_nothing(
     assert me["numbers"]["used"] == 1
 
 
-async def test_duplicate_end_changes_nothing(http: aiohttp.ClientSession, base_url: str, account: AccountKeys) -> None:
+async def test_a_second_end_changes_no_settlement_and_a_retry_changes_nothing(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys
+) -> None:
     began = now_ms() - 30_000
     await post(http, base_url, account, start("dup-end", at=format_ms(began)))
     first_end = {"type": "call.ended", "call_id": "dup-end", "at": format_ms(began + 20_000)}
     status, ended = await post(http, base_url, account, first_end)
     assert status == 200
+    assert await post(http, base_url, account, first_end) == (200, {**ended, "duplicate": True})
+    _, call = await get(http, f"{base_url}/v1/calls/dup-end", account)
+    assert (call["duration_s"], call["cost"], call["reason"]) == (20, None, "ended")
+    # Another report of the end (say, the platform's after its carrier's): the settlement stands, and its
+    # cost merges in.
     second_end = {**first_end, "at": format_ms(began + 29_000), "cost": 9.0, "reason": "hangup"}
     status, again = await post(http, base_url, account, second_end)
     assert (status, again) == (200, {**ended, "duplicate": True})
     _, call = await get(http, f"{base_url}/v1/calls/dup-end", account)
-    assert call["duration_s"] == 20 and call["cost"] is None and call["reason"] == "ended"
+    assert (call["duration_s"], call["cost"], call["reason"], call["spam_score"]) == (
+        20,
+        9.0,
+        "ended",
+        ended["spam_score"],
+    )
 
 
 async def test_end_and_turn_for_unknown_call_are_404(
@@ -285,3 +297,42 @@ async def test_another_accounts_call_is_not_found(
     assert await get(http, f"{base_url}/v1/calls/mine-only", watch_account) == (404, {"error": "not_found"})
     _, listed = await get(http, f"{base_url}/v1/calls", watch_account)
     assert listed == {"data": [], "next_cursor": None}
+
+
+PLATFORM_BREAKDOWN = {"llm": 0.2, "stt": 0.03, "tts": 0.03, "carrier": 0.02, "platform": 0.02}
+
+
+@pytest.mark.parametrize("carrier_first", [True, False], ids=["carrier_first", "platform_first"])
+async def test_a_platform_and_its_carrier_make_one_record_with_the_larger_cost(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys, carrier_first: bool
+) -> None:
+    tag = "cf" if carrier_first else "pf"
+    carrier_id, platform_id = f"CA-{tag}", f"agent-{tag}"
+    carrier = start(carrier_id, source="carrier", attrs={"attestation": "B", "carrier": "telnyx"})
+    platform = start(platform_id, provider_call_id=carrier_id, source="vapi", attrs={"answered_by": "human"})
+    first, second = (carrier, platform) if carrier_first else (platform, carrier)
+    # The first report is scored (the carrier's attestation B, or the platform's nothing); the second
+    # gets that answer.
+    score = 0.25 if carrier_first else 0.0
+    status, answer = await post(http, base_url, account, first)
+    assert (status, answer["score"], "duplicate" in answer) == (200, score, False)
+    status, again = await post(http, base_url, account, second)
+    assert (status, again["call_id"], again["duplicate"], again["score"]) == (200, second["call_id"], True, score)
+    stored = carrier_id if carrier_first else platform_id
+    carrier_end = {"type": "call.ended", "call_id": carrier_id, "cost": 0.02, "cost_breakdown": {"carrier": 0.02}}
+    platform_end = {"type": "call.ended", "call_id": platform_id, "cost": 0.3, "cost_breakdown": PLATFORM_BREAKDOWN}
+    ends = (carrier_end, platform_end) if carrier_first else (platform_end, carrier_end)
+    answers = [await post(http, base_url, account, body) for body in (*ends, ends[0])]
+    assert [(s, a["call_id"], a.get("duplicate", False)) for s, a in answers] == [
+        (200, stored, False),
+        (200, stored, True),
+        (200, stored, True),
+    ]
+    status, record = await get(http, f"{base_url}/v1/calls/{platform_id}", account)
+    assert status == 200
+    assert (record["call_id"], record["cost"], record["cost_breakdown"]) == (stored, 0.3, PLATFORM_BREAKDOWN)
+    assert record["attrs"] == {"attestation": "B", "carrier": "telnyx", "answered_by": "human"}
+    status, listed = await get(http, f"{base_url}/v1/calls?limit=10", account)
+    assert [c["call_id"] for c in listed["data"]] == [stored]
+    status, me = await get(http, f"{base_url}/v1/account", account)
+    assert me["scoring"]["used_today"] == 1

@@ -439,6 +439,42 @@ async def test_carrier_first_then_platform_make_one_record_and_the_status_callba
         assert [c["call_id"] for c in (await r.json())["data"]] == [call_sid]
 
 
+async def test_platform_first_then_gate_make_one_record_and_the_platforms_end_raises_the_cost(
+    gate_service: RunningService, platform: Platform, http: aiohttp.ClientSession
+) -> None:
+    gate = await gated(gate_service, http, forward_url=f"{platform.url}/voice")
+    call_sid = sid()
+    platform_start = {
+        "type": "call.started",
+        "call_id": "agent-2",
+        "provider_call_id": call_sid,
+        "to": NUMBER,
+        "from": CALLER,
+        "attrs": {"answered_by": "human"},
+    }
+    async with http.post(f"{gate_service.base_url}/v1/events", json=platform_start, headers=gate.account.headers) as r:
+        assert (r.status, (await r.json())["call_id"]) == (200, "agent-2")
+    status, _, root = await post_form(http, gate.url, voice_form(call_sid, StirVerstat="TN-Validation-Passed-A"))
+    assert (status, verbs(root)) == (200, ["Connect"])
+    form = {**voice_form(call_sid), "CallStatus": "completed", "CallDuration": "42"}
+    assert (await post_form(http, f"{gate.url}/status", form))[0] == 200
+    breakdown = {"llm": 0.1, "stt": 0.02, "tts": 0.02, "carrier": 0.014, "platform": 0.01}
+    ended = {"type": "call.ended", "call_id": "agent-2", "cost": 0.164, "cost_breakdown": breakdown}
+    async with http.post(f"{gate_service.base_url}/v1/events", json=ended, headers=gate.account.headers) as r:
+        assert (r.status, (await r.json())["duplicate"]) == (200, True)
+    record = await call_record(http, gate, call_sid)
+    assert (record["call_id"], record["state"], record["reason"], record["duration_s"]) == (
+        "agent-2",
+        "ended",
+        "completed",
+        42,
+    )
+    assert (record["cost"], record["cost_breakdown"]) == (0.164, breakdown)
+    assert (record["attrs"]["answered_by"], record["attrs"]["attestation"]) == ("human", "A")
+    async with http.get(f"{gate_service.base_url}/v1/calls", headers=gate.account.headers) as r:
+        assert [c["call_id"] for c in (await r.json())["data"]] == ["agent-2"]
+
+
 async def test_a_status_callback_ends_the_record_with_the_carriers_duration(
     gate_service: RunningService, platform: Platform, http: aiohttp.ClientSession
 ) -> None:

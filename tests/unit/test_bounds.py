@@ -21,7 +21,7 @@ LONGEST = {
     "geo": {"city": "c" * 128, "region": "r" * 128, "zip": "z" * 128, "country": "US"},
     "caller_name": "n" * 128,
     "carrier": "k" * 128,
-    "forwarded_from": "f" * 128,
+    "forwarded_from": "+441632960961",
     "unknown": "u" * 2000,
 }
 
