@@ -93,7 +93,15 @@ async def test_rate_exceeded_once_then_blocked(
     sixth = await t.start(caller, 5)
     assert "rate_exceeded" in sixth["reasons"]
     (alert,) = await t.wait_for("caller.rate_exceeded")
-    assert alert["data"] == {"number": NUMBER, "caller": caller, "call_id": "t6", "count": 6, "window_min": 10}
+    assert alert["data"] == {
+        "number": NUMBER,
+        "caller": caller,
+        "call_id": "t6",
+        "count": 6,
+        "window_min": 10,
+        # The caller's fifth call, the one before this: scored 0 today.
+        "prior": {"score": 0, "days": 0},
+    }
     assert alert["severity"] == "threat"
     assert alert["id"] == alert_id(account.account_id, "caller.rate_exceeded", f"{caller}|{NUMBER}", t.base + 5 * MIN)
     assert alert["delivered"] == {"webhook": False}

@@ -60,7 +60,7 @@ async def test_noisy_or_combines_signals_largest_first(
 ) -> None:
     premium = "+19005550100"
     answer = await post(
-        http, base_url, account, start("s-n", premium, attrs={"attestation": "C", "forwarded_from": "+1"})
+        http, base_url, account, start("s-n", premium, attrs={"attestation": "C", "forwarded_from": "+12125550001"})
     )
     assert answer["reasons"] == ["attestation_c", "premium_rate_caller", "forwarded"]
     assert answer["score"] == round(1 - (1 - 0.35) * (1 - 0.30) * (1 - 0.05), 4) == 0.5677

@@ -31,7 +31,8 @@ async def post(http: aiohttp.ClientSession, base_url: str, account: AccountKeys,
     [
         ({"attrs": {"geo": {"city": "x" * 129}}}, {"field": "attrs.geo.city", "limit": 128}),
         ({"attrs": {"caller_name": "n" * 129}}, {"field": "attrs.caller_name", "limit": 128}),
-        ({"attrs": {"geo": {"street": "1 Main St"}}}, {"field": "attrs.geo.street"}),
+        ({"attrs": {"geo": {"street": "s" * 2100}}}, {"field": "attrs", "limit": 2048}),
+        ({"attrs": {"forwarded_from": "ext. 12"}}, {"field": "attrs.forwarded_from"}),
         ({"attrs": {"geo": {"zip": 73301}}}, {"field": "attrs.geo.zip", "limit": 128}),
         ({"attrs": {"perf": {"turn_ms": -1}}}, {"field": "attrs.perf.turn_ms"}),
         ({"attrs": {"tokens": {"in": 1.5}}}, {"field": "attrs.tokens.in"}),
@@ -52,7 +53,11 @@ async def test_over_the_caps_is_a_clear_400(
 async def test_within_the_caps_is_kept_on_the_call(
     http: aiohttp.ClientSession, base_url: str, account: AccountKeys
 ) -> None:
-    attrs = {"geo": {"city": "c" * 128, "zip": "73301"}, "tokens": {"in": 10}, "note": "n" * 1000}
+    attrs = {
+        "geo": {"city": "c" * 128, "zip": "73301", "street": "1 Main St"},
+        "tokens": {"in": 10},
+        "note": "n" * 1000,
+    }
     assert (await post(http, base_url, account, start("kept-1", attrs=attrs, cost=1000)))[0] == 200
     async with http.get(f"{base_url}/v1/calls/kept-1", headers=account.headers) as r:
         call = await r.json()
