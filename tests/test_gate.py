@@ -160,6 +160,18 @@ def voice_form(call_sid: str, caller: str = CALLER, **extra: str) -> dict[str, s
     }
 
 
+def platform_report(call_id: str, call_sid: str) -> dict[str, Any]:
+    """The platform's `call.started` for the call the carrier knows as `call_sid`."""
+    return {
+        "type": "call.started",
+        "call_id": call_id,
+        "provider_call_id": call_sid,
+        "to": NUMBER,
+        "from": CALLER,
+        "attrs": {"answered_by": "human"},
+    }
+
+
 def sid() -> str:
     return "CA" + uuid.uuid4().hex
 
@@ -415,14 +427,7 @@ async def test_carrier_first_then_platform_make_one_record_and_the_status_callba
     gate = await gated(gate_service, http, forward_url=f"{platform.url}/voice")
     call_sid = sid()
     await post_form(http, gate.url, voice_form(call_sid, StirVerstat="TN-Validation-Passed-A"))
-    platform_start = {
-        "type": "call.started",
-        "call_id": "agent-1",
-        "provider_call_id": call_sid,
-        "to": NUMBER,
-        "from": CALLER,
-        "attrs": {"answered_by": "human"},
-    }
+    platform_start = platform_report("agent-1", call_sid)
     async with http.post(f"{gate_service.base_url}/v1/events", json=platform_start, headers=gate.account.headers) as r:
         answer = await r.json()
     assert (r.status, answer["call_id"], answer["duplicate"]) == (200, "agent-1", True)
@@ -444,14 +449,7 @@ async def test_platform_first_then_gate_make_one_record_and_the_platforms_end_ra
 ) -> None:
     gate = await gated(gate_service, http, forward_url=f"{platform.url}/voice")
     call_sid = sid()
-    platform_start = {
-        "type": "call.started",
-        "call_id": "agent-2",
-        "provider_call_id": call_sid,
-        "to": NUMBER,
-        "from": CALLER,
-        "attrs": {"answered_by": "human"},
-    }
+    platform_start = platform_report("agent-2", call_sid)
     async with http.post(f"{gate_service.base_url}/v1/events", json=platform_start, headers=gate.account.headers) as r:
         assert (r.status, (await r.json())["call_id"]) == (200, "agent-2")
     status, _, root = await post_form(http, gate.url, voice_form(call_sid, StirVerstat="TN-Validation-Passed-A"))
