@@ -523,6 +523,9 @@ def turn(state: CallState, event: Turn | Tick, rules: Rules) -> Outcome:
     if live.already_folded(state.live, event.id):
         again = [r.alert for r in state.raised if r.event_id == event.id]
         return Outcome(200, live_body(state), alerts=again, facts=charges_of(again, state, rules))
+    if not isinstance(event, Tick) and live.repeated(state.live, event):
+        # The same turn again under another id (a client's retry after a 503): counted once.
+        return Outcome(200, {**live_body(state), "duplicate": True})
     if state.state == "ended":
         # The record is closed: a late turn changes neither the settled score nor raises anything.
         return Outcome(200, {**live_body(state), "ignored": True, "why": "call_ended"} if not is_tick else None)

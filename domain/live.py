@@ -112,6 +112,9 @@ class LiveState(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, g
     # Ids of events folded into the checkpoint, the newest `SEEN_KEEP`: the recent steps carry their own,
     # and a call's row is rewritten on each of its events (docs/profiles/README.md, "Turn rows").
     seen: tuple[str, ...] = ()
+    # (type, role, turn) of the checkpoint's events that named their turn, the newest `SEEN_KEEP`: a client's
+    # retry of one (a new id, after a 503) is the same turn again (`repeated`).
+    turn_keys: tuple[str, ...] = ()
     first_alert_at: int | None = None
 
     @property
@@ -144,11 +147,23 @@ def already_folded(live: LiveState, event_id: str) -> bool:
     return event_id in live.seen or event_id in map(_ID, live.recent)
 
 
+def turn_key(kind: str, role: str, turn: int | None) -> str | None:
+    return None if turn is None else f"{kind}|{role}|{turn}"
+
+
+def repeated(live: LiveState, event: Turn) -> bool:
+    """The same turn event (its type, role and `turn`) folded before under another id: a retry."""
+    key = turn_key(str(event.__struct_config__.tag), event.role, event.turn)
+    if key is None:
+        return False
+    return key in live.turn_keys or any(turn_key(s.type, s.role, s.turn) == key for s in live.recent)
+
+
 def fold(live: LiveState, event: Turn | Tick, started_at: int, start_score: float, rules: LiveRules) -> Folded:
     """The picture after one more event, placed by its `at`."""
     step = Step.of(event)
     checkpoint, horizon, current, recent = live.checkpoint, live.horizon, live.current, list(live.recent)
-    seen = live.seen
+    seen, turn_keys = live.seen, list(live.turn_keys)
     if not recent or step.order >= recent[-1].order:
         current = advance(current, step, started_at, rules)
         recent.append(step)
@@ -157,6 +172,7 @@ def fold(live: LiveState, event: Turn | Tick, started_at: int, start_score: floa
         checkpoint = advance(checkpoint, step, started_at, rules)
         current = advance(current, step, started_at, rules)
         seen = (*seen, step.id)
+        turn_keys.append(turn_key(step.type, step.role, step.turn) or "")
     else:
         bisect.insort(recent, step, key=lambda s: s.order)
         current = checkpoint
@@ -166,6 +182,7 @@ def fold(live: LiveState, event: Turn | Tick, started_at: int, start_score: floa
         horizon = recent.pop(0)
         checkpoint = advance(checkpoint, horizon, started_at, rules)
         seen = (*seen, horizon.id)
+        turn_keys.append(turn_key(horizon.type, horizon.role, horizon.turn) or "")
     earlier = live.current.flags
     if any(flag not in current.flags for flag in earlier):
         # A walk again from the checkpoint may not trip a flag where it tripped before: it stays.
@@ -183,6 +200,7 @@ def fold(live: LiveState, event: Turn | Tick, started_at: int, start_score: floa
         score=max(live.score, score),
         written=live.written + (0 if isinstance(event, Tick) else 1),
         seen=seen[-SEEN_KEEP:],
+        turn_keys=tuple(k for k in turn_keys if k)[-SEEN_KEEP:],
         first_alert_at=step.at if first else live.first_alert_at,
     )
     return Folded(new, first)
