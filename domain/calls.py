@@ -33,7 +33,7 @@ from domain.gate import GATE_ENDED, GATE_FAIL, GATE_PASS, GATE_REJECTED, GATE_TI
 from domain.ids import derived_event_id
 from domain.index import CallEntry
 from domain.rules import DAY_MS, MIN_MS, SECOND_MS, Rules, ScoringRules
-from domain.scoring import Ending, History, Signals, prior_of, score_start, settle_spam_score, thresholds
+from domain.scoring import CallerView, Ending, Signals, prior_of, score_start, settle_spam_score, thresholds
 from domain.times import day_start_ms, format_ms
 
 NOT_ANSWERED = frozenset({"busy", "no-answer", "failed", "canceled"})
@@ -122,9 +122,7 @@ class StartContext(msgspec.Struct, frozen=True, gc=False):
     number_known: bool = False
     scored_today: int = 0
     caller_calls: int = 0
-    history: History = History()
-    network_accounts: int = 0
-    first_seen: int | None = None
+    caller: CallerView = CallerView()
     patterns: frozenset[str] = frozenset()
     block: PublicBlock | None = None
 
@@ -199,7 +197,7 @@ def start(state: CallState | None, event: CallStarted, context: StartContext, ru
             reasons=("capped",),
             block=None,
             checks={},
-            prior=prior_of(context.history, event.at),
+            prior=prior_of(context.caller.history, event.at),
             capped=True,
             cap=Cap(allowance=plan.daily_starts, used=context.scored_today, resets_at=format_ms(day + DAY_MS)),
         )
@@ -214,7 +212,7 @@ def start(state: CallState | None, event: CallStarted, context: StartContext, ru
         call_id=event.call_id,
         caller=event.caller,
         caller_country=event.caller_info.country,
-        caller_first_at=context.first_seen,
+        caller_first_at=context.caller.first_seen,
         geo=geo if isinstance(geo, dict) and geo else None,
         cost=event.cost,
         direction=event.direction,
@@ -293,11 +291,14 @@ def signals(event: CallStarted, context: StartContext, rules: ScoringRules) -> S
         caller_calls_10m=calls,
         patterns=context.patterns,
         block=context.block,
-        history=context.history,
+        caller=context.caller,
         checks={
             "caller_calls_10m": calls,
-            "network_calls": context.history.calls,
-            "network_accounts": context.network_accounts,
+            "network_calls": context.caller.history.calls,
+            "network_accounts": context.caller.reached,
+            # Other accounts whose own history of the caller agrees: bad last call, good calls.
+            "network_bad_accounts": context.caller.bad_accounts,
+            "network_good_accounts": context.caller.good_accounts,
         },
     )
 

@@ -9,6 +9,7 @@ counts once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -35,7 +36,7 @@ from domain.facts import (
     PublicBlock,
 )
 from domain.rules import DAY_MS, HOUR_MS, Rules, ScoringRules
-from domain.scoring import History, Last
+from domain.scoring import CallerView, History, Last, prior_bad
 from domain.store import Store
 from domain.times import day_start_ms, format_ms
 
@@ -83,12 +84,60 @@ class FeatureView:
         reached = h["accounts"] if "accounts" in h else len(self._listed_accounts(caller))
         return _history(h), h.get("first"), reached
 
-    def caller_for(self, account: str, caller: str) -> tuple[History, int | None, int]:
-        """As `caller`, with the account's own `quiet` imports of the caller counted in its history: they
-        never reach the network's, and freshness stays the network's."""
-        history, first, reached = self.caller(caller)
+    def caller_for(self, account: str, caller: str) -> CallerView:
+        """The caller as `account`'s start sees it: every account's history for `prior`, and for the rules
+        the account's own (its imports too) with the network's only where two other accounts agree."""
+        h = self._raw(K.history(caller))
+        network = _history(h)
+        own_row = self.store.get(K.own(account, caller))
+        own = _history(own_row) if own_row else History()
         imported = self.store.get(K.imported(account, caller))
-        return (history.plus(_history(imported)) if imported else history), first, reached
+        mine = own.plus(_history(imported)) if imported else own
+        history = network.plus(_history(imported)) if imported else network
+        agree, needed = h.get("agree") or {}, self.rules.network_agree_accounts
+        own_bad, own_good, own_above = self._agreement(own_row)
+        bad_accounts = agree.get("bad", 0) - own_bad
+        good_accounts = agree.get("good", 0) - own_good
+        above_accounts = agree.get("above", 0) - own_above
+        evidence = msgspec.structs.replace(
+            mine,
+            good=mine.good + (network.good - own.good if good_accounts >= needed else 0),
+            above=mine.above + (network.above - own.above if above_accounts >= needed else 0),
+        )
+        others = [at for at, reached in h.get("firsts", []) if reached != account]
+        seen = [at for at in (own_row["first"] if own_row else None, *others[needed - 1 : needed]) if at is not None]
+        reached = h["accounts"] if "accounts" in h else len(self._listed_accounts(caller))
+        return CallerView(
+            history=history,
+            evidence=evidence,
+            network_bad=bad_accounts >= needed,
+            bad_accounts=bad_accounts,
+            good_accounts=good_accounts,
+            reached=reached,
+            first_seen=min(seen) if seen else None,
+        )
+
+    def _agreement(self, row: dict[str, Any] | None) -> tuple[bool, bool, bool]:
+        """What one account's own history of a caller says: a bad last call, good calls, calls above."""
+        if not row:
+            return False, False, False
+        own = _history(row)
+        return prior_bad(own, self.rules), own.good > 0, own.above > 0
+
+    def _own(self, account: str, caller: str, change: Callable[[dict[str, Any]], None], h: dict[str, Any]) -> None:
+        """Apply `change` to the account's own history of the caller, and its agreement to the network's."""
+        key = K.own(account, caller)
+        row = self._raw(key)
+        before = self._agreement(row)
+        change(row)
+        self.store.put(key, row)
+        agree = h.setdefault("agree", {"bad": 0, "good": 0, "above": 0})
+        for name, was, now in zip(("bad", "good", "above"), before, self._agreement(row), strict=True):
+            agree[name] += int(now) - int(was)
+        firsts = [f for f in h.get("firsts", []) if f[1] != account]
+        # The earliest few accounts' first calls: the `needed`-th other account's is at hand whichever asks.
+        keep = self.rules.network_agree_accounts + 1
+        h["firsts"] = sorted([*firsts, [row["first"], account]])[:keep] if row["first"] is not None else firsts
 
     def provider_alias(self, account: str, provider_call_id: str) -> str | None:
         found: str | None = self.store.get(K.provider(account, provider_call_id))
@@ -245,9 +294,8 @@ class FeatureView:
             self.store.put(K.imported(account, caller), imported)
             return True
         h = self._raw_history(caller)
-        h["calls"] += 1
-        h["first"] = at if h.get("first") is None else min(h["first"], at)
-        _latest_start(h, fact)
+        _decided_into(h, fact)
+        self._own(account, caller, lambda own: _decided_into(own, fact), h)
         self._count_account(h, caller, account)
         self.store.put(K.history(caller), h)
         return True
@@ -278,8 +326,19 @@ class FeatureView:
         spam = fact.spam_score
         if spam is None:
             return True
-        key = K.imported(fact.account_id, fact.caller) if fact.quiet else K.history(fact.caller)
-        h = self._raw(key)
+        if fact.quiet:
+            key = K.imported(fact.account_id, fact.caller)
+            imported = self._raw(key)
+            self._settled_into(imported, fact, spam)
+            self.store.put(key, imported)
+            return True
+        h = self._raw_history(fact.caller)
+        self._settled_into(h, fact, spam)
+        self._own(fact.account_id, fact.caller, lambda own: self._settled_into(own, fact, spam), h)
+        self.store.put(K.history(fact.caller), h)
+        return True
+
+    def _settled_into(self, h: dict[str, Any], fact: CallSettled, spam: int) -> None:
         rules = self.rules
         h["above"] = h.get("above", h["bad"]) + (spam > rules.prior_good_none_above)
         h["good"] += spam < rules.prior_good_below
@@ -287,8 +346,6 @@ class FeatureView:
         settled = {"score": int(spam), "at": fact.at}
         if h.get("settled") is None or settled["at"] >= h["settled"]["at"]:
             h["settled"] = settled
-        self.store.put(key, h)
-        return True
 
     def _active(self, key: str) -> list[PatternActive]:
         """The patterns stored under `key` (most numbers have none: no convert then)."""
@@ -326,6 +383,12 @@ def _history(h: dict[str, Any]) -> History:
     )
 
 
+def _decided_into(h: dict[str, Any], fact: CallDecided) -> None:
+    h["calls"] += 1
+    h["first"] = fact.at if h.get("first") is None else min(h["first"], fact.at)
+    _latest_start(h, fact)
+
+
 def _latest_start(h: dict[str, Any], fact: CallDecided) -> None:
     """The start's score as the history's latest, unless a later start holds it (a capped one has none)."""
     if fact.answer.capped:
@@ -344,7 +407,7 @@ def context(view: FeatureView, state: Stored | None, event: AnyEvent, rules: Rul
         return StartContext()
     number, caller, at = event.number, event.caller, event.at
     numbers = view.numbers(account)
-    history, first_seen, reached = view.caller_for(account, caller)
+    caller_view = view.caller_for(account, caller)
     geo = event.attrs.get("geo")
     zip_code = geo.get("zip") if isinstance(geo, dict) else None
     patterns = frozenset(
@@ -360,9 +423,7 @@ def context(view: FeatureView, state: Stored | None, event: AnyEvent, rules: Rul
         number_known=number in numbers,
         scored_today=view.scored_on(account, day_start_ms(event.received_at or at)),
         caller_calls=view.caller_calls(account, number, caller, at - rules.scoring.rate_window_ms, at),
-        history=history,
-        network_accounts=reached,
-        first_seen=first_seen,
+        caller=caller_view,
         patterns=patterns,
         block=view.block(account, number, caller, at),
     )

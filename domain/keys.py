@@ -92,6 +92,11 @@ class View:
         return f"hist|{caller}"
 
     @staticmethod
+    def own(account: str, caller: str) -> str:
+        """A caller's history in one account's live (not `quiet`) calls: its share of the network's."""
+        return f"own|{account}|{caller}"
+
+    @staticmethod
     def imported(account: str, caller: str) -> str:
         """A caller's history in one account's `quiet` imports, which the network history never hears of."""
         return f"imp|{account}|{caller}"

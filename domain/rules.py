@@ -56,6 +56,8 @@ class ScoringRules:
     prior_good_below: int = 30
     # `prior_good` also needs no earlier call settled above this.
     prior_good_none_above: int = 70
+    # Other accounts whose own history of a caller must agree before it moves a score (network evidence).
+    network_agree_accounts: int = 2
     neighbor_digits: int = 6
     # Points charged to a caller (`prior.points`): per alert naming it, by severity, and per live flag.
     alert_points: Mapping[str, float] = _frozen({"info": 1, "threat": 3, "critical": 5})

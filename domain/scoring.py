@@ -43,6 +43,25 @@ class History(msgspec.Struct, frozen=True, gc=False):
         return max(candidates, key=lambda c: c.at) if candidates else None
 
 
+class CallerView(msgspec.Struct, frozen=True, gc=False):
+    """A caller as one account's start sees it (docs/rules.md, Network evidence).
+
+    `history` is everything known, every account's calls and the account's imports: the answer's
+    `prior`. `evidence` is what the rules may read: the account's own history, and another account's
+    only where at least two other accounts agree (good calls, calls above the good bound), so one tenant
+    cannot move another tenant's score. `network_bad` is that agreement on a bad last call, and
+    `first_seen` the first time the account itself, or a second other account, saw the caller.
+    """
+
+    history: History = History()
+    evidence: History = History()
+    network_bad: bool = False
+    bad_accounts: int = 0
+    good_accounts: int = 0
+    reached: int = 0
+    first_seen: int | None = None
+
+
 def _latest(a: Last | None, b: Last | None) -> Last | None:
     if a is None or b is None:
         return a or b
@@ -63,7 +82,7 @@ class Signals(msgspec.Struct, frozen=True, gc=False):
     forwarded: bool = False
     caller_calls_10m: int = 1
     patterns: frozenset[str] = frozenset()
-    history: History = History()
+    caller: CallerView = CallerView()
     checks: dict[str, int] = {}
 
 
@@ -103,7 +122,7 @@ def risk_signals(s: Signals, rules: ScoringRules) -> list[str]:
     if s.caller_calls_10m > rules.rate_max_calls:
         reasons.append("rate_exceeded")
     reasons.extend(sorted(s.patterns))
-    if prior_bad(s.history, rules):
+    if s.caller.network_bad or prior_bad(s.caller.evidence, rules):
         reasons.append("prior_bad")
     if s.forwarded:
         reasons.append("forwarded")
@@ -142,7 +161,7 @@ def score_start(call_id: str, s: Signals, rules: ScoringRules) -> ScoreResult:
             reasons=tuple(reasons),
             block=s.block,
             checks=s.checks,
-            prior=prior_of(s.history, s.at),
+            prior=prior_of(s.caller.history, s.at),
         )
 
     if s.trusted:
@@ -156,7 +175,7 @@ def score_start(call_id: str, s: Signals, rules: ScoringRules) -> ScoreResult:
         keep *= 1.0 - weight
     score = 1.0 - keep
     reasons = [r for _, r in weighted]
-    if score > 0 and prior_good(s.history, rules):
+    if score > 0 and prior_good(s.caller.evidence, rules):
         score *= rules.prior_good_relief
         reasons.append("prior_good")
     return result(round(score, 4), reasons)

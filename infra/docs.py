@@ -86,6 +86,20 @@ def reasons_section(rules: Rules) -> list[str]:
     return lines
 
 
+def network_section(rules: Rules) -> list[str]:
+    return [
+        "## Network evidence",
+        "",
+        "A start's `prior` and `GET /v1/reputation` count every account's calls. The rules read less: the",
+        "scoring account's own history of the caller (its `quiet` imports too) always counts; another account's",
+        f"counts toward `prior_bad`, `prior_good` and a caller being fresh only when at least {rules.scoring.network_agree_accounts} other",
+        "accounts agree, each counted once per caller: as many whose own last call was bad, with good calls,",
+        "or that saw the caller before. One tenant cannot move another tenant's score. `checks` shows the",
+        "network part: `network_bad_accounts`, `network_good_accounts`.",
+        "",
+    ]
+
+
 def flags_section() -> list[str]:
     lines = ["## Live flags", "", "| flag | raises `call.suspicious` |", "|---|---|"]
     lines += [f"| `{flag}` | {'yes' if flag in ALERT_LEVEL else 'no'} |" for flag in FLAGS]
@@ -109,7 +123,7 @@ def rules_page(rules: Rules | None = None) -> str:
     lines = [INTRO]
     for name in CONCERNS:
         lines += concern_section(name, getattr(rules, name))
-    lines += reasons_section(rules) + flags_section() + alerts_section()
+    lines += reasons_section(rules) + network_section(rules) + flags_section() + alerts_section()
     return "\n".join(lines).rstrip() + "\n"
 
 

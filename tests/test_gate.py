@@ -389,9 +389,11 @@ async def test_a_wrong_digit_rejects_alerts_and_blocks_the_caller(
 ) -> None:
     gate = await gated(gate_service, http)
     call_sid = sid()
-    digit, _ = await challenged(http, gate, call_sid, CALLER)
+    # A caller of its own: the failed gate makes its history bad (docs/rules.md, Network evidence).
+    caller = "+12125550143"
+    digit, _ = await challenged(http, gate, call_sid, caller)
     wrong = str((int(digit) + 1) % 10)
-    status, _, root = await post_form(http, f"{gate.url}/challenge", {**voice_form(call_sid), "Digits": wrong})
+    status, _, root = await post_form(http, f"{gate.url}/challenge", {**voice_form(call_sid, caller), "Digits": wrong})
     assert (status, verbs(root)) == (200, ["Reject"])
     record = await call_record(http, gate, call_sid)
     assert (record["state"], record["reason"]) == ("ended", "gate_fail")
@@ -403,10 +405,12 @@ async def test_a_wrong_digit_rejects_alerts_and_blocks_the_caller(
         async with http.get(f"{gate_service.base_url}/v1/alerts", headers=gate.account.headers) as r:
             alerts = [a for a in (await r.json())["data"] if a["type"] == "caller.rate_exceeded"]
     assert alerts[0]["data"]["gate"] == "failed"
-    assert (alerts[0]["data"]["caller"], alerts[0]["data"]["number"]) == (CALLER, NUMBER)
+    assert (alerts[0]["data"]["caller"], alerts[0]["data"]["number"]) == (caller, NUMBER)
     # The caller's next call meets the block.
     next_sid = sid()
-    status, _, root = await post_form(http, gate.url, voice_form(next_sid, StirVerstat="TN-Validation-Passed-A"))
+    status, _, root = await post_form(
+        http, gate.url, voice_form(next_sid, caller, StirVerstat="TN-Validation-Passed-A")
+    )
     assert (status, verbs(root)) == (200, ["Reject"])
     assert "blocked" in (await call_record(http, gate, next_sid))["reasons"]
 
@@ -414,8 +418,9 @@ async def test_a_wrong_digit_rejects_alerts_and_blocks_the_caller(
 async def test_no_digit_hangs_up_with_gate_timeout(gate_service: RunningService, http: aiohttp.ClientSession) -> None:
     gate = await gated(gate_service, http)
     call_sid = sid()
-    await challenged(http, gate, call_sid, CALLER)
-    status, _, root = await post_form(http, f"{gate.url}/challenge", voice_form(call_sid))
+    caller = "+12125550144"
+    await challenged(http, gate, call_sid, caller)
+    status, _, root = await post_form(http, f"{gate.url}/challenge", voice_form(call_sid, caller))
     assert (status, verbs(root)) == (200, ["Hangup"])
     record = await call_record(http, gate, call_sid)
     assert (record["state"], record["reason"]) == ("ended", "gate_timeout")

@@ -104,15 +104,19 @@ async def test_prior_bad_after_a_call_that_settled_at_70_or_more(
         {"type": "call.ended", "call_id": "s-p1", "at": format_ms(began + 4_000), "reason": "completed"},
     )
     assert ended["spam_score"] >= 70
+    # Another account sees the call in `prior`, but one account's history does not move its score.
     second = await post(http, base_url, watch_account, {**start("s-p2", caller), "attrs": {"attestation": "A"}})
-    assert "prior_bad" in second["reasons"]
+    assert (second["reasons"], second["checks"]["network_bad_accounts"]) == (["premium_rate_caller"], 1)
     assert second["prior"]["calls"] == 1
     assert second["prior"]["last"] == {"score": ended["spam_score"], "days": 0}
+    # The account's own history always counts.
+    own = await post(http, base_url, account, {**start("s-p3", caller), "attrs": {"attestation": "A"}})
+    assert own["reasons"] == ["prior_bad", "premium_rate_caller"]
     async with http.get(f"{base_url}/v1/reputation/%2B19005550177", headers=account.headers) as r:
         reputation = await r.json()
-    assert reputation["calls"] == 2
+    assert reputation["calls"] == 3
     assert reputation["accounts"] == 2
-    assert reputation["last"] == {"score": round(second["score"] * 100), "days": 0}
+    assert reputation["last"] == {"score": round(own["score"] * 100), "days": 0}
     assert reputation["flags"] == ["prior_bad"]
     assert "account_id" not in str(reputation) and account.account_id not in str(reputation)
 

@@ -140,7 +140,7 @@ def test_prior_good_takes_an_earlier_call_at_seventy_but_none_above() -> None:
         view = FeatureView(MemoryStore(), ScoringRules())
         for n, spam in enumerate((10, 20, 29, last)):
             assert view.apply(settled(n, spam))
-        history = view.caller_for(GUARD.id, CALLER)[0]
+        history = view.caller_for(GUARD.id, CALLER).evidence
         assert (history.good, history.bad, history.above) == (3, 1, 0 if relief else 1)
         assert prior_good(history, ScoringRules()) is relief
 

@@ -1,0 +1,47 @@
+"""One tenant cannot poison a number for every other: six starts with `attestation: failed` from one
+account (the sixth over the rate, so it scores past `reject`) leave another account's start of the same
+caller allowed. On older code the network's newest start spoke for everyone, and every other tenant
+challenged the victim."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+
+from domain.times import format_ms
+from infra.clock import now_ms
+from tests.service import AccountKeys, RunningService, create_account
+
+VICTIM = "+19197771234"
+
+
+async def post(http: aiohttp.ClientSession, base_url: str, account: AccountKeys, body: dict[str, Any]) -> Any:
+    async with http.post(f"{base_url}/v1/events", json=body, headers=account.headers) as r:
+        return r.status, await r.json()
+
+
+def start(call_id: str, at: int, **fields: Any) -> dict[str, Any]:
+    return {
+        "type": "call.started",
+        "call_id": call_id,
+        "to": "+14155552671",
+        "from": VICTIM,
+        "at": format_ms(at),
+        **fields,
+    }
+
+
+async def test_one_tenants_failed_attestations_do_not_move_another_tenants_score(
+    service: RunningService, http: aiohttp.ClientSession, base_url: str, account: AccountKeys
+) -> None:
+    began = now_ms() - 120_000
+    answers = [
+        await post(http, base_url, account, start(f"poison-{i}", began + i * 10_000, attrs={"attestation": "failed"}))
+        for i in range(6)
+    ]
+    assert [a["action"] for _, a in answers] == ["review"] * 5 + ["reject"]
+    other = await create_account(service.settings, http, base_url)
+    status, answer = await post(http, base_url, other, start("clean", now_ms(), attrs={"attestation": "A"}))
+    assert (status, answer["action"], answer["reasons"], answer["score"]) == (200, "allow", [], 0.0)
+    assert (answer["checks"]["network_bad_accounts"], answer["prior"]["calls"]) == (1, 6)
