@@ -151,6 +151,11 @@ class Settings:
     public_url: str = ""
     # A forward to the platform's voice URL: no answer within this many seconds counts as failed.
     gate_forward_timeout_s: float = 10.0
+    # Forwards in flight at once per account and per host (name and port): past either the call gets the
+    # apology at once, so one account's hung platform or forged posts hold its own share only. A host's is
+    # larger, as several accounts' numbers may forward to one platform.
+    gate_forwards_per_account: int = 20
+    gate_forwards_per_host: int = 100
     # Seconds the carrier waits for the challenge's keypress.
     gate_challenge_timeout_s: int = 6
     # The carrier's REST API, for ending a gated call (`hang_up_suspicious`): its base URL (a local

@@ -51,6 +51,13 @@ class EdgeMetrics:
             ["kind"],
             registry=self.registry,
         )
+        # By reason only (`account_full`, `host_full`): account ids and hosts are too many for labels.
+        self.gate_forwards_refused = Counter(
+            "callscreen_gate_forwards_refused_total",
+            "Gate forwards refused before they were sent, their account's or host's share being full.",
+            ["reason"],
+            registry=self.registry,
+        )
         self.accounts = Gauge("callscreen_accounts", "Accounts known to this edge.", registry=self.registry)
 
     def child(self, metric: MetricWrapperBase, *values: str) -> Any:

@@ -134,7 +134,17 @@ async def forward(request: web.Request, call: GateRequest, score: str, action: s
     url = call.settings.forward_url
     if not url:
         return twiml.apology()
-    done = await request.app[FORWARDER].post(url, call.raw, score, action)
+    done = await request.app[FORWARDER].post(call.account.id, url, call.raw, score, action)
+    edge = edge_of(request)
+    if done.shed:
+        # The account's or the host's share of forwards is full (docs/architecture.md, rule 5): the apology
+        # at once, and no `gate.forwarded`, since the platform was never asked. Recorded as failed, a full
+        # host share would raise `platform.degraded` on every account forwarding to that host, for forwards
+        # some other account holds; the account's own slow platform is reported already, by the forwards
+        # holding its share, as they end slow or timed out.
+        edge.metrics.child(edge.metrics.gate_forwards_refused, str(done.error)).inc()
+        log.info("forward refused, share full", extra={"error": done.error})
+        return twiml.apology()
     at = now_ms()
     outcome = GateForwarded(
         id=uuid.uuid4().hex,
@@ -147,7 +157,6 @@ async def forward(request: web.Request, call: GateRequest, score: str, action: s
         duration_ms=done.duration_ms,
         failed=done.body is None,
     )
-    edge = edge_of(request)
     with contextlib.suppress(ApiError):
         # The log could not take it (logged by the edge): the caller still gets the platform's answer.
         await edge.append(edge.settings.topic("events"), keys.call(call.account.id, outcome.call_id), outcome)
