@@ -93,7 +93,8 @@ class Admin:
         }
 
     async def key_create(self, account_id: str, scope: str, label: str = "") -> dict[str, Any]:
-        return await self.change(commands.create_key(self.account(account_id), scope, label))
+        limit = self.settings.rules.limits.max_keys_per_account
+        return await self.change(commands.create_key(self.account(account_id), scope, label, limit))
 
     async def key_revoke(self, account_id: str, key_id: str) -> dict[str, Any]:
         return await self.change(commands.revoke_key(self.account(account_id), key_id))

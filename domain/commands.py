@@ -78,10 +78,12 @@ def create_account(plan: str, name: str = "", account_id: str = "") -> Change:
     return Change(record, shown)
 
 
-def create_key(account: Account | None, scope: str, label: str = "") -> Change:
+def create_key(account: Account | None, scope: str, label: str = "", max_keys: int = 20) -> Change:
     found = existing(account)
     if scope not in SCOPES:
         raise Refused("invalid_scope")
+    if sum(not key.revoked for key in found.keys.values()) >= max_keys:
+        raise Refused("key_limit", limit=max_keys)
     key, key_id = ids.new_key(scope), ids.new_key_id()
     record = {
         "kind": "key.created",

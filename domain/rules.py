@@ -168,6 +168,11 @@ class LimitRules:
     """Request limits (docs/api.md, Errors and Limits)."""
 
     reads_per_minute: int = 600
+    # Questions to the workers per minute per account, across all its keys and dashboard sessions: keys
+    # are cheap to make, so the per-key limit alone lets one account fill every worker's read budget.
+    account_reads_per_minute: int = 1200
+    # Keys an account may hold (revoked ones excepted).
+    max_keys_per_account: int = 20
     events_per_minute: int = 1200
     max_call_turns: int = 3000
     max_body_bytes: int = 65536

@@ -166,7 +166,8 @@ async def key_create(request: web.Request) -> web.Response:
     form = await form_of(request, me)
     scope = form.get("scope", "")
     label = form.get("label", "").strip()[:100]
-    made = await append_change(request, commands.create_key(account_of(me, request), scope, label))
+    limit = edge_of(request).settings.rules.limits.max_keys_per_account
+    made = await append_change(request, commands.create_key(account_of(me, request), scope, label, limit))
     return page(request, "keys.html", me, made=made)
 
 
@@ -325,6 +326,7 @@ def refused_page(handler: Any) -> Any:
 
 REFUSALS = {
     "plan_required": "Text and voice alerts need the Guard plan.",
+    "key_limit": "This account has as many keys as it may hold: revoke one first.",
     "invalid_email": "That is not an email address.",
     "invalid_number": "That is not a phone number.",
     "too_many_destinations": "A channel takes at most 5 destinations.",

@@ -12,6 +12,7 @@ import msgspec
 from aiohttp import web
 
 from domain.accounts import AccountsView, apply
+from domain.queries import Question
 from domain.times import format_ms
 from infra.kafka import partition_for
 from infra.settings import Settings
@@ -45,6 +46,7 @@ class Edge:
         self.metrics = EdgeMetrics()
         self.accounts = AccountsView()
         self.read_limiter = RateLimiter(settings.rules.limits.reads_per_minute)
+        self.account_read_limiter = RateLimiter(settings.rules.limits.account_reads_per_minute)
         self.event_limiter = RateLimiter(settings.rules.limits.events_per_minute)
         self.event_usage = UsageLedger()
         self.byte_quota = DailyQuota(settings.rules.limits.event_bytes_per_day)
@@ -241,12 +243,15 @@ class Edge:
     async def ask(self, topic: str, key: str, record: Any, partition: int | None = None) -> dict[str, Any]:
         return await self.answer(await self.send_request(topic, key, record, partition))
 
-    async def query(self, record: Any, key: str) -> dict[str, Any]:
-        """Ask the worker that owns `key`'s partition a read-only question."""
+    async def query(self, record: Question, key: str) -> dict[str, Any]:
+        """Ask the worker that owns `key`'s partition a read-only question, within the account's budget."""
+        self.limit(self.account_read_limiter, record.account_id)
         return await self.ask(self.settings.topic("queries"), key, record)
 
-    async def query_all(self, record: Any) -> list[dict[str, Any]]:
-        """Ask every partition's owner and gather their answers (scatter/gather for listings)."""
+    async def query_all(self, record: Question) -> list[dict[str, Any]]:
+        """Ask every partition's owner and gather their answers (scatter/gather for listings), within the
+        account's budget: one question, however many partitions it asks."""
+        self.limit(self.account_read_limiter, record.account_id)
         topic = self.settings.topic("queries")
         return list(
             await asyncio.gather(
