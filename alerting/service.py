@@ -208,7 +208,11 @@ class Alerting:
         await self.accounts_follower.caught_up()
         await self.deliveries_follower.caught_up()
         await self.offsets.start()
-        resolver = PublicResolver(self.settings.webhook_dns_timeout_s, self.settings.webhook_allow_private)
+        resolver = PublicResolver(
+            self.settings.webhook_dns_timeout_s,
+            self.settings.webhook_allow_private,
+            negative_ttl_s=self.settings.webhook_dns_negative_ttl_s,
+        )
         connector = aiohttp.TCPConnector(ssl=tls_context(self.settings.webhook_ca_file), limit=0, resolver=resolver)
         group = self.settings.topic("alerting")
         await until_coordinator(self.settings, group)

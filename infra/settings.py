@@ -138,6 +138,8 @@ class Settings:
     webhook_ports: str = "443,8443"
     # The longest a webhook host's DNS lookup may take before the delivery gives up with `timeout`.
     webhook_dns_timeout_s: float = 2.0
+    # A host name whose lookup timed out or failed fails again at once, without a query, for this long.
+    webhook_dns_negative_ttl_s: float = 30.0
     # POSTs in flight at once: overall, and per account, so one account's slow receiver cannot take them all.
     webhook_concurrency: int = 32
     webhook_account_concurrency: int = 4

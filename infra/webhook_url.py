@@ -9,6 +9,8 @@ import socket
 import ssl
 from urllib.parse import urlsplit
 
+from aiohttp.resolver import AsyncResolver
+
 from infra.settings import Settings
 
 ANY_PORT = "*"
@@ -109,12 +111,15 @@ async def refusal(url: object, allow_private: bool, ports: str, dns_timeout_s: f
         return "port_not_allowed"
     if allow_private:
         return None
-    lookup = asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    # A c-ares query (aiodns), as at delivery (infra/resolver.py): one that never answers holds no thread.
+    resolver = AsyncResolver()
     try:
-        infos = await asyncio.wait_for(lookup, dns_timeout_s)
+        found = await asyncio.wait_for(resolver.resolve(host, port, socket.AF_UNSPEC), dns_timeout_s)
     except (OSError, UnicodeError, TimeoutError):
         return "unresolvable"
-    addresses = {str(info[4][0]) for info in infos}
+    finally:
+        await resolver.close()
+    addresses = {str(result["host"]) for result in found}
     if not addresses or not all(is_public(a) for a in addresses):
         return "private_address"
     return None
