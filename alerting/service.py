@@ -142,6 +142,8 @@ class Alerting:
         self.budget = AlertBudget(settings.alerts_per_minute)
         self.available = settings.channels_available
         self.smtp_server = smtp.server_of(settings.smtp_url)
+        # The SMTP server's certificate is verified as a webhook receiver's is.
+        self.smtp_tls = tls_context(settings.webhook_ca_file)
         self.lanes: dict[str, FairQueues[Message]] = {
             name: FairQueues(
                 settings.channel_concurrency, settings.channel_account_concurrency, settings.webhook_queue_limit
@@ -451,7 +453,7 @@ class Alerting:
             if self.smtp_server is None:
                 return Answered(False, None, "unconfigured", 0)  # an SMTP URL that names no host
             mail = messages.email(about, self.settings.email_from, message.to)
-            return await smtp.send(self.smtp_server, mail, self.settings.email_timeout_s)
+            return await smtp.send(self.smtp_server, mail, self.settings.email_timeout_s, self.smtp_tls)
         if message.channel == "text":
             return await send_text(self.carrier, self.settings, message.to, messages.text(about))
         return await place_call(self.carrier, self.settings, message.to, messages.voice_twiml(about))

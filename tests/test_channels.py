@@ -85,8 +85,9 @@ class Carrier:
 
 
 @pytest.fixture(scope="module")
-async def smtp() -> AsyncIterator[SmtpServer]:
-    async with smtp_server() as server:
+async def smtp(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[SmtpServer]:
+    """STARTTLS with a certificate from the CA the service trusts (`receiver_env`); its URL is plain smtp://."""
+    async with smtp_server(webhook_ca[0]) as server:
         yield server
 
 
@@ -221,6 +222,8 @@ async def test_an_alert_email_is_multipart_text_and_html_with_the_link(
     (alert,) = await rate_alerts(http, channels_service, account)
     assert alert["delivered"] == {"webhook": False, "email": True}
     link = f"{channels_service.base_url}/dashboard/alerts/{alert['id']}"
+    # Over STARTTLS, which a plain smtp:// URL requires.
+    assert [mail.tls for mail in smtp.received if alert["id"] in plain_text(mail.message)] == [True, True]
     for address in ("ops@owner.test", "oncall@owner.test"):
         (message,) = smtp.to(address)
         assert message["From"] == EMAIL_FROM
