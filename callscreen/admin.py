@@ -105,6 +105,9 @@ class Admin:
     async def plan_set(self, account_id: str, plan: str) -> dict[str, Any]:
         return await self.change(commands.set_plan(self.account(account_id), plan))
 
+    async def number_remove(self, account_id: str, number: str) -> dict[str, Any]:
+        return await self.change(commands.remove_number(self.account(account_id), number))
+
     async def trusted(self, action: str, account_id: str, number: str) -> dict[str, Any]:
         return await self.change(commands.trust(self.account(account_id), action == "add", number))
 

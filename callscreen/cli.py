@@ -103,6 +103,12 @@ def parser() -> argparse.ArgumentParser:
     plan_set.add_argument("--plan", required=True, choices=["watch", "guard"])
     _common(plan_set)
 
+    number = command("number", "protected numbers").add_subparsers(dest="action", required=True)
+    removed = number.add_parser("remove", help="remove a protected number: it leaves the plan's cap")
+    removed.add_argument("--account", required=True)
+    removed.add_argument("--number", required=True)
+    _common(removed)
+
     trusted = command("trusted", "the trusted-caller list").add_subparsers(dest="action", required=True)
     for action in ("add", "remove"):
         p = trusted.add_parser(action)
@@ -191,6 +197,8 @@ def admin_call(args: argparse.Namespace) -> Callable[[Admin], Awaitable[dict[str
         return lambda a: a.channel_set(args.account, args.channel, [] if args.off else args.to, args.floor)
     if command == "trusted":
         return lambda a: a.trusted(action, args.account, args.number)
+    if command == "number":
+        return lambda a: a.number_remove(args.account, args.number)
     if command == "billing":
         return lambda a: a.payment_failed(args.account, args.amount_cents, args.attempt)
     if action == "show":

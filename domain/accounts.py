@@ -43,6 +43,11 @@ class ApiKey:
     revoked: bool = False
 
 
+# A protected number removed (`domain.commands.remove_number`): its gate goes here, its place in the cap in
+# the workers' view.
+NUMBER_REMOVED = "number.removed"
+
+
 @dataclass(frozen=True)
 class Account:
     id: str
@@ -140,6 +145,13 @@ def evolve(account: Account | None, record: dict[str, Any]) -> Account | None:
             gates = {**account.gate_token_digests, record["number"]: record["digest"]}
             return dataclasses.replace(account, gate_token_digests=gates)
         return dataclasses.replace(account, ingest_token_digest=record["digest"])
+    if kind == NUMBER_REMOVED:
+        number = record["number"]
+        return dataclasses.replace(
+            account,
+            gate_token_digests={n: d for n, d in account.gate_token_digests.items() if n != number},
+            gates={n: g for n, g in account.gates.items() if n != number},
+        )
     if kind == "gate.set":
         number = record["number"]
         before = account.gates.get(number, Gate())

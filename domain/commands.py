@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain import ids
-from domain.accounts import GATE_REVIEW, GATE_UNAVAILABLE, PLANS, SCOPES, Account, Gate
+from domain.accounts import GATE_REVIEW, GATE_UNAVAILABLE, NUMBER_REMOVED, PLANS, SCOPES, Account, Gate
 from domain.alerts import SEVERITY_RANK, TEST_REQUESTED
 from domain.channels import CHANNELS, DEFAULT_FLOOR, MAX_DESTINATIONS, allowed
 from domain.people import ROLES, PeopleView, invited, new_setup_token, normal_email
@@ -134,6 +134,17 @@ def trust(account: Account | None, add: bool, number: str) -> Change:
         raise Refused("invalid_number")
     record = {"kind": "trusted.added" if add else "trusted.removed", "account_id": found.id, "number": e164}
     return Change(record, {"account_id": found.id, "number": e164, "trusted": add})
+
+
+def remove_number(account: Account | None, number: str) -> Change:
+    """A protected number removed: it leaves the plan's cap (a new start registers it again), and its gate
+    token and settings go. The workers turn the record into the view's fact (`NumberRemoved`)."""
+    found = existing(account)
+    e164 = normalise(number)
+    if e164 is None:
+        raise Refused("invalid_number")
+    record = {"kind": NUMBER_REMOVED, "account_id": found.id, "number": e164}
+    return Change(record, {"account_id": found.id, "number": e164, "removed": True})
 
 
 def rotate_secret(account: Account | None, now_ms: int) -> Change:

@@ -120,6 +120,11 @@ class CostRaised(Fact, frozen=True, kw_only=True, tag="call.cost_raised"):
     received_at: int
 
 
+class NumberRemoved(Fact, frozen=True, kw_only=True, tag="number.removed"):
+    """The account removed the protected number at `at` (its accounts record's time; `id` is the record's):
+    it leaves the cap until a start received after it registers the number again."""
+
+
 class BlockPlaced(Fact, frozen=True, kw_only=True, tag="block.placed"):
     alert_id: str
     caller: str
@@ -163,6 +168,7 @@ AnyFact = (
     | CallRefused
     | CallSettled
     | CostRaised
+    | NumberRemoved
     | BlockPlaced
     | PatternActive
     | PointsCharged

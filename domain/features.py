@@ -31,6 +31,7 @@ from domain.facts import (
     Fact,
     HangUpAttempt,
     HangUpOutcome,
+    NumberRemoved,
     PatternActive,
     PointsCharged,
     PublicBlock,
@@ -193,6 +194,8 @@ class FeatureView:
             return self._pattern(fact)
         if isinstance(fact, PointsCharged):
             return self._points(fact)
+        if isinstance(fact, NumberRemoved):
+            return self._removed(fact)
         return False
 
     def channels(self, alert_id: str) -> dict[str, bool]:
@@ -225,6 +228,23 @@ class FeatureView:
         if known.get(record.channel) is delivered:
             return False
         self.store.put(key, {**known, record.channel: delivered})
+        return True
+
+    def removals(self, account: str) -> dict[str, int]:
+        found: dict[str, int] = self.store.get(K.removed(account)) or {}
+        return found
+
+    def _removed(self, fact: NumberRemoved) -> bool:
+        """The number leaves the account's numbers, unless a start received after the removal (its created
+        time later than it) has registered it again; a decision received before it never re-adds it."""
+        removals = self.removals(fact.account_id)
+        if removals.get(fact.number, -1) >= fact.at:
+            return False
+        self.store.put(K.removed(fact.account_id), {**removals, fact.number: fact.at})
+        numbers = self.numbers(fact.account_id)
+        if fact.number in numbers and numbers[fact.number] <= fact.at:
+            del numbers[fact.number]
+            self.store.put(K.numbers(fact.account_id), numbers)
         return True
 
     def _once(self, key: str, value: Any) -> bool:
@@ -270,7 +290,9 @@ class FeatureView:
             return False
         number, caller, at = fact.number, fact.caller, fact.at
         numbers = self.numbers(account)
-        if number not in numbers or at < numbers[number]:
+        if (number in numbers and at < numbers[number]) or (
+            number not in numbers and fact.received_at > self.removals(account).get(number, -1)
+        ):
             numbers[number] = at
             self.store.put(K.numbers(account), numbers)
         if fact.provider_call_id:

@@ -80,6 +80,11 @@ class View:
         return f"nums|{account}"
 
     @staticmethod
+    def removed(account: str) -> str:
+        """When each of the account's removed numbers was removed."""
+        return f"rmnums|{account}"
+
+    @staticmethod
     def scored(account: str, day: int) -> str:
         return f"day|{account}|{day}"
 

@@ -202,6 +202,13 @@ async def gate_token_rotate(request: web.Request) -> web.Response:
     return await live_events(request, {"gate": made["token"], "number": number})
 
 
+async def number_remove(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    form = await form_of(request, me)
+    await append_change(request, commands.remove_number(account_of(me, request), form.get("number", "")))
+    raise web.HTTPSeeOther(f"{PREFIX}/live-events")
+
+
 async def gate_set(request: web.Request) -> web.Response:
     me = signed_in(request)
     form = await form_of(request, me)
@@ -351,6 +358,7 @@ def add_routes(app: web.Application) -> None:
     post(f"{PREFIX}/live-events/ingest-token", refused_page(ingest_token_rotate))
     post(f"{PREFIX}/live-events/gate-token", refused_page(gate_token_rotate))
     post(f"{PREFIX}/live-events/gate", refused_page(gate_set))
+    post(f"{PREFIX}/live-events/number-remove", refused_page(number_remove))
     get(f"{PREFIX}/channels", channels)
     post(f"{PREFIX}/channels/webhook", refused_page(webhook_set))
     post(f"{PREFIX}/channels/secret", refused_page(secret_reveal))

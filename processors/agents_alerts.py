@@ -1,5 +1,6 @@
 """The alert store, billing and test agents: alerts become listable; failed payments and owners' test
-requests (on the accounts topic) become alerts."""
+requests (on the accounts topic) become alerts; a removed number (on the accounts topic too) becomes the
+feature view's fact."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from typing import Any
 import msgspec
 
 from domain import billing, keys
+from domain.accounts import NUMBER_REMOVED
 from domain.alerts import TEST_REQUESTED, Alert, AlertTestRequest, requested_test
 from domain.billing import LastAlerted, PaymentFailed
+from domain.facts import NumberRemoved
 from domain.index import AlertEntry
 from domain.times import parse_ms
 from processors.dead_letters import POISON
@@ -35,7 +38,7 @@ def register(w: Parts) -> None:
         async for record, pending in w.commits.folds(feed, "accounts"):
             replay = w.progress.folded("accounts", record)
             try:
-                await raise_requested_test(w, record, pending, replay)
+                await fold_account_change(w, record, pending, replay)
             except POISON as error:
                 await w.dead_letters.put("accounts", record, error, pending)
 
@@ -63,12 +66,18 @@ def store_alert(w: Parts, record: Any) -> None:
             w.tables.delete("alert_store", keys.alert(eviction.account, alert_id))
 
 
-async def raise_requested_test(w: Parts, record: Any, pending: list[Any], replay: bool) -> None:
+async def fold_account_change(w: Parts, record: Any, pending: list[Any], replay: bool) -> None:
     change = msgspec.json.decode(record.value)
-    if not isinstance(change, dict) or change.get("kind") != TEST_REQUESTED or replay:
-        return  # every other account change is the edge's and the alerting role's to fold
-    alert = requested_test(msgspec.convert(change, AlertTestRequest))
-    pending.append(await w.appender.append("alerts", alert.account_id, alert))
+    if not isinstance(change, dict) or replay:
+        return
+    if change.get("kind") == TEST_REQUESTED:
+        alert = requested_test(msgspec.convert(change, AlertTestRequest))
+        pending.append(await w.appender.append("alerts", alert.account_id, alert))
+    elif change.get("kind") == NUMBER_REMOVED:
+        account, number = str(change["account_id"]), str(change["number"])
+        removed = NumberRemoved(id=str(change["id"]), account_id=account, number=number, at=parse_ms(change["at"]) or 0)
+        pending.append(await w.appender.append("decisions", keys.number(account, number), removed))
+    # Every other account change is the edge's and the alerting role's to fold.
 
 
 async def fold_payment(w: Parts, record: Any, pending: list[Any], replay: bool) -> None:
