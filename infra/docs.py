@@ -92,7 +92,8 @@ def network_section(rules: Rules) -> list[str]:
         "",
         "A start's `prior` and `GET /v1/reputation` count every account's calls. The rules read less: the",
         "scoring account's own history of the caller (its `quiet` imports too) always counts; another account's",
-        f"counts toward `prior_bad`, `prior_good` and a caller being fresh only when at least {rules.scoring.network_agree_accounts} other",
+        "counts toward `prior_bad`, `prior_good` and a caller being fresh only when at least"
+        f" {rules.scoring.network_agree_accounts} other",
         "accounts agree, each counted once per caller: as many whose own last call was bad, with good calls,",
         "or that saw the caller before. One tenant cannot move another tenant's score. `checks` shows the",
         "network part: `network_bad_accounts`, `network_good_accounts`.",
