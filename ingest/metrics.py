@@ -32,6 +32,12 @@ class EdgeMetrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.gate_unscored = Counter(
+            "callscreen_gate_unscored_total",
+            "Gated calls answered with no score (the number's unavailable choice: forward or reject).",
+            ["choice"],
+            registry=self.registry,
+        )
         self.events = Counter(
             "callscreen_events_appended_total",
             "Events appended to the log, by type.",

@@ -168,6 +168,7 @@ async def forward(request: web.Request, call: GateRequest, score: str, action: s
 
 async def unavailable(request: web.Request, call: GateRequest) -> web.Response:
     """No score within the answer deadline: the number's `unavailable` choice (forward by default)."""
+    edge_of(request).screening_lost(call.account.id, call.settings.unavailable)
     if call.settings.unavailable == "reject":
         return twiml.reject(reason=gate.GATE_REJECTED)
     return await forward(request, call, "", "unavailable")
@@ -195,6 +196,7 @@ async def incoming(request: web.Request) -> web.Response:
     reply = await asked(request, call, event)
     if reply is None:
         return await unavailable(request, call)
+    edge.screening_back()
     if reply["status"] != 200:
         return twiml.reject(reply["status"])
     result = reply["body"]
@@ -235,6 +237,7 @@ async def challenge(request: web.Request) -> web.Response:
     reply = await asked(request, call, event)
     if reply is None:
         return await unavailable(request, call)
+    edge_of(request).screening_back()
     if reply["status"] != 200:
         return twiml.reject(reply["status"])
     result = reply["body"]

@@ -12,9 +12,11 @@ from ingest.service import EDGE, Edge, edge_of
 
 async def healthz(request: web.Request) -> web.Response:
     edge = edge_of(request)
-    if edge.healthy():
+    problems = edge.unhealthy()
+    if not problems:
         return json_response({"status": "ok"})
-    return json_response({"status": "unavailable", "error": "unavailable"}, status=503, headers={"Retry-After": "1"})
+    body = {"status": "unavailable", "error": "unavailable", **problems}
+    return json_response(body, status=503, headers={"Retry-After": "1"})
 
 
 async def metrics(request: web.Request) -> web.Response:

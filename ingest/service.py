@@ -58,6 +58,9 @@ class Edge:
         self.other_edges: dict[str, float] = {}
         self.workers: dict[str, tuple[float, frozenset[int], bool]] = {}
         self.last_write_ok = 0.0
+        # Since when gated calls have been answered with no score, and how many (`screening_lost`).
+        self.unscored_since: float | None = None
+        self.unscored_calls = 0
         self._tasks: list[asyncio.Task[None]] = []
 
     def fold_account(self, record: dict[str, Any]) -> None:
@@ -154,16 +157,45 @@ class Edge:
     def healthy(self) -> bool:
         """True when the broker takes writes, the accounts and status views follow their topics, and every
         events partition is held by a ready worker."""
-        if not self.log.following():
-            return False
+        return not self.unhealthy()
+
+    def unhealthy(self) -> dict[str, Any]:
+        """What keeps the edge from answering: `/healthz`'s detail for an operator; empty when healthy."""
         now = time.monotonic()
-        if now - self.last_write_ok > HEARTBEAT_STALE_S:
-            return False
         held: set[int] = set()
         for seen, parts, ready in self.workers.values():
             if ready and now - seen < HEARTBEAT_STALE_S:
                 held |= parts
-        return held >= set(range(self.settings.partitions))
+        found: dict[str, Any] = {}
+        if not self.log.following():
+            found["following"] = False
+        if now - self.last_write_ok > HEARTBEAT_STALE_S:
+            found["broker_writes"] = False
+        unheld = sorted(set(range(self.settings.partitions)) - held)
+        if unheld:
+            # A partition no ready worker holds: calls keyed there cannot be scored.
+            found["unscored_partitions"] = unheld
+        return found
+
+    def screening_lost(self, account_id: str, choice: str) -> None:
+        """A gated call answered with no score (its number's `unavailable` choice): counted, and the first
+        of an outage on this edge is a warning, so screening never goes off silently."""
+        self.metrics.gate_unscored.labels(choice=choice).inc()
+        if self.unscored_since is None:
+            self.unscored_since, self.unscored_calls = time.monotonic(), 0
+            logger.warning(
+                "gated calls are taking their numbers' unavailable choice: no score within the deadline",
+                extra={"account_id": account_id, "choice": choice, **self.unhealthy()},
+            )
+        self.unscored_calls += 1
+
+    def screening_back(self) -> None:
+        if self.unscored_since is not None:
+            logger.warning(
+                "gated calls are scored again",
+                extra={"unscored": self.unscored_calls, "seconds": round(time.monotonic() - self.unscored_since, 1)},
+            )
+            self.unscored_since = None
 
     def limit(self, limiter: RateLimiter, subject: str) -> None:
         wait = limiter.take(subject, time.monotonic())

@@ -44,7 +44,11 @@ async def test_a_dead_follower_makes_healthz_503_until_it_follows_again(
     edge.log.follower_dead = True
     try:
         async with http.get(f"{edge.base_url}/healthz") as r:
-            assert (r.status, await r.json()) == (503, {"status": "unavailable", "error": "unavailable"})
+            # The detail says what is missing: here the edge's view of the log.
+            assert (r.status, await r.json()) == (
+                503,
+                {"status": "unavailable", "error": "unavailable", "following": False},
+            )
     finally:
         edge.log.follower_dead = False
     async with http.get(f"{edge.base_url}/healthz") as r:
