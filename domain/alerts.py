@@ -8,7 +8,7 @@ import msgspec
 
 from domain.facts import LastCall
 from domain.ids import deterministic_id
-from domain.times import format_ms
+from domain.times import format_ms, parse_ms
 
 SEVERITY = {
     "caller.rate_exceeded": "threat",
@@ -23,6 +23,7 @@ SEVERITY = {
     "call.long_running": "threat",
     "call.suspicious": "critical",
     "platform.degraded": "critical",
+    "platform.screening_unavailable": "critical",
     "billing.payment_failed": "info",
     # Sent by an owner from the dashboard to check the channels: critical so no floor holds it back.
     "alert.test": "critical",
@@ -96,6 +97,34 @@ def requested_test(request: AlertTestRequest) -> Alert:
         severity=SEVERITY["alert.test"],
         subject=request.person_id,
         data={"requested_by": request.email},
+    )
+
+
+class ScreeningLost(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """An edge's report that one of the account's gated calls got no score in time and took its number's
+    `unavailable` choice (schemas/accounts.schema.json, kind `screening.unavailable`)."""
+
+    id: str
+    account_id: str
+    at: str
+    number: str
+    choice: str
+
+
+SCREENING_LOST = "screening.unavailable"
+
+
+def screening_unavailable(report: ScreeningLost, cooldown_ms: int) -> Alert:
+    """`platform.screening_unavailable`, once per cooldown window of the account: every edge's report of
+    one outage makes the same id, which every consumer counts once."""
+    at = parse_ms(report.at) or 0
+    return make_alert(
+        report.account_id,
+        "platform.screening_unavailable",
+        report.account_id,
+        at - at % cooldown_ms,
+        at,
+        {"number": report.number, "choice": report.choice},
     )
 
 

@@ -168,7 +168,7 @@ async def forward(request: web.Request, call: GateRequest, score: str, action: s
 
 async def unavailable(request: web.Request, call: GateRequest) -> web.Response:
     """No score within the answer deadline: the number's `unavailable` choice (forward by default)."""
-    edge_of(request).screening_lost(call.account.id, call.settings.unavailable)
+    await edge_of(request).screening_lost(call.account.id, call.number, call.settings.unavailable)
     if call.settings.unavailable == "reject":
         return twiml.reject(reason=gate.GATE_REJECTED)
     return await forward(request, call, "", "unavailable")

@@ -11,9 +11,11 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from domain.accounts import AccountsView, apply
+from domain.accounts import AccountsView, apply, stamp
+from domain.alerts import SCREENING_LOST
 from domain.queries import Question
 from domain.times import format_ms
+from infra.clock import now_ms
 from infra.kafka import partition_for
 from infra.settings import Settings
 from ingest.errors import ApiError
@@ -61,6 +63,7 @@ class Edge:
         # Since when gated calls have been answered with no score, and how many (`screening_lost`).
         self.unscored_since: float | None = None
         self.unscored_calls = 0
+        self.unscored_accounts: set[str] = set()
         self._tasks: list[asyncio.Task[None]] = []
 
     def fold_account(self, record: dict[str, Any]) -> None:
@@ -177,10 +180,20 @@ class Edge:
             found["unscored_partitions"] = unheld
         return found
 
-    def screening_lost(self, account_id: str, choice: str) -> None:
-        """A gated call answered with no score (its number's `unavailable` choice): counted, and the first
-        of an outage on this edge is a warning, so screening never goes off silently."""
+    async def screening_lost(self, account_id: str, number: str, choice: str) -> None:
+        """A gated call answered with no score (its number's `unavailable` choice): counted, the first of
+        an outage on this edge is a warning, and the account's first is reported on the accounts topic,
+        where a worker raises `platform.screening_unavailable` for its owner. Screening never goes off
+        silently."""
         self.metrics.gate_unscored.labels(choice=choice).inc()
+        if account_id not in self.unscored_accounts:
+            self.unscored_accounts.add(account_id)
+            report = stamp(
+                {"kind": SCREENING_LOST, "account_id": account_id, "number": number, "choice": choice}, now_ms()
+            )
+            with contextlib.suppress(ApiError):
+                # The log may be what is down: the counter and the warning still say so.
+                await self.append(self.settings.topic("accounts"), account_id, report)
         if self.unscored_since is None:
             self.unscored_since, self.unscored_calls = time.monotonic(), 0
             logger.warning(
@@ -190,6 +203,7 @@ class Edge:
         self.unscored_calls += 1
 
     def screening_back(self) -> None:
+        self.unscored_accounts.clear()
         if self.unscored_since is not None:
             logger.warning(
                 "gated calls are scored again",

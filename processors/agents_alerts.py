@@ -10,10 +10,19 @@ import msgspec
 
 from domain import billing, keys
 from domain.accounts import NUMBER_REMOVED
-from domain.alerts import TEST_REQUESTED, Alert, AlertTestRequest, requested_test
+from domain.alerts import (
+    SCREENING_LOST,
+    TEST_REQUESTED,
+    Alert,
+    AlertTestRequest,
+    ScreeningLost,
+    requested_test,
+    screening_unavailable,
+)
 from domain.billing import LastAlerted, PaymentFailed
 from domain.facts import NumberRemoved
 from domain.index import AlertEntry
+from domain.rules import MIN_MS
 from domain.times import parse_ms
 from processors.dead_letters import POISON
 from processors.feed import Feed
@@ -72,6 +81,10 @@ async def fold_account_change(w: Parts, record: Any, pending: list[Any], replay:
         return
     if change.get("kind") == TEST_REQUESTED:
         alert = requested_test(msgspec.convert(change, AlertTestRequest))
+        pending.append(await w.appender.append("alerts", alert.account_id, alert))
+    elif change.get("kind") == SCREENING_LOST:
+        cooldown_ms = w.rules.detectors.cooldown_min * MIN_MS
+        alert = screening_unavailable(msgspec.convert(change, ScreeningLost), cooldown_ms)
         pending.append(await w.appender.append("alerts", alert.account_id, alert))
     elif change.get("kind") == NUMBER_REMOVED:
         account, number = str(change["account_id"]), str(change["number"])

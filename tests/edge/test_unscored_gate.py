@@ -48,6 +48,13 @@ async def test_gated_calls_with_no_score_are_counted_and_warned_of_once(
         edge.log.silent_worker = False
     async with http.get(f"{edge.base_url}/metrics") as r:
         assert unscored(await r.text(), "reject") == before + 2
+    # The account's first unscored call is reported once on the accounts topic, for its owner's alert.
+    reports = [
+        (r["account_id"], r["number"], r["choice"])
+        for topic, _, r in edge.log.records
+        if topic == edge.settings.topic("accounts") and r.get("kind") == "screening.unavailable"
+    ]
+    assert reports == [(account.account_id, NUMBER, "reject")]
     warned = [r for r in caplog.records if "unavailable choice" in r.getMessage()]
     assert [(r.levelname, r.__dict__["choice"], r.__dict__["account_id"]) for r in warned] == [
         ("WARNING", "reject", account.account_id)
