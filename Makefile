@@ -65,9 +65,12 @@ email-example: $(STAMP)
 test: $(STAMP) $(BROWSER_STAMP) lint
 	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
-# The fault-injection kill test at full strength: 50 kills spread over the four steps of a fold.
+# The fault-injection kill test at full strength: 50 kills spread over the four steps of a fold. Then the
+# three-broker cluster with 50 broker SIGKILLs under load, each down 30 s (about 45 minutes; its figures
+# in data/test-reports/broker-kills.json).
 faults: $(STAMP)
 	CALLSCREEN_TEST_FAULT_KILLS=50 $(BIN)/pytest -q -m faults tests/hostile/test_fault_kills.py
+	CALLSCREEN_TEST_BROKER_KILLS=50 $(BIN)/pytest -q -s -m faults tests/test_broker_cluster.py
 
 # Read-your-writes at full strength: 2,000 calls from 8 clients, three runs.
 soak: $(STAMP)

@@ -150,13 +150,27 @@ class Ports:
         return Ports(*free_ports(3, host))
 
 
-def server_properties(log_dir: Path, host: str, ports: Ports, sasl_users: dict[str, str] | None) -> str:
-    """One node, broker and controller; clients on their own listener, SASL/SCRAM on it when asked."""
+def server_properties(
+    log_dir: Path,
+    host: str,
+    ports: Ports,
+    sasl_users: dict[str, str] | None,
+    *,
+    node_id: int = 1,
+    voters: str = "",
+    replication: int = 1,
+) -> str:
+    """One node, broker and controller; clients on their own listener, SASL/SCRAM on it when asked.
+
+    By default the single node `callscreen run` starts. A node of a cluster (tests/cluster.py) names its
+    `node_id`, the static quorum (`voters`, `id@host:port,...`) and the `replication` of the internal
+    topics, whose min.insync.replicas is then one less (the default for every topic too)."""
     client = "CLIENT"
+    min_isr = max(1, replication - 1)
     lines = [
         "process.roles=broker,controller",
-        "node.id=1",
-        f"controller.quorum.voters=1@{host}:{ports.controller}",
+        f"node.id={node_id}",
+        f"controller.quorum.voters={voters or f'{node_id}@{host}:{ports.controller}'}",
         f"listeners={client}://{host}:{ports.client},INTERNAL://{host}:{ports.internal},"
         f"CONTROLLER://{host}:{ports.controller}",
         f"advertised.listeners={client}://{host}:{ports.client},INTERNAL://{host}:{ports.internal}",
@@ -166,13 +180,13 @@ def server_properties(log_dir: Path, host: str, ports: Ports, sasl_users: dict[s
         f"{client}:{'SASL_PLAINTEXT' if sasl_users else 'PLAINTEXT'}",
         f"log.dirs={log_dir}",
         "auto.create.topics.enable=false",
-        "offsets.topic.replication.factor=1",
+        f"offsets.topic.replication.factor={replication}",
         "offsets.topic.num.partitions=1",
-        "transaction.state.log.replication.factor=1",
-        "transaction.state.log.min.isr=1",
+        f"transaction.state.log.replication.factor={replication}",
+        f"transaction.state.log.min.isr={min_isr}",
         "transaction.state.log.num.partitions=1",
-        "share.coordinator.state.topic.replication.factor=1",
-        "share.coordinator.state.topic.min.isr=1",
+        f"share.coordinator.state.topic.replication.factor={replication}",
+        f"share.coordinator.state.topic.min.isr={min_isr}",
         "group.initial.rebalance.delay.ms=0",
         "num.network.threads=2",
         "num.io.threads=2",
@@ -182,6 +196,8 @@ def server_properties(log_dir: Path, host: str, ports: Ports, sasl_users: dict[s
         "broker.session.timeout.ms=4000",
         "broker.heartbeat.interval.ms=500",
     ]
+    if replication > 1:
+        lines += [f"default.replication.factor={replication}", f"min.insync.replicas={min_isr}"]
     if sasl_users:
         plain_users = " ".join(f'user_{name}="{password}"' for name, password in sasl_users.items())
         lines += [
