@@ -187,6 +187,14 @@ class Settings:
     sign_in_email_window_min: float = 10.0
     sign_in_address_tries: int = 10
     sign_in_address_window_min: float = 10.0
+    # Argon2id verifies in flight at once on an edge (at most one per address), in threads at the lowest CPU
+    # priority; a sign-in that finds none free is answered 429 at once, never queued. Emails and addresses
+    # each of its sign-in limits tracks at most (past it the least recently seen is forgotten).
+    sign_in_verify_slots: int = 2
+    sign_in_tracked_max: int = 50_000
+    # Proxies (addresses or networks, comma-separated) whose X-Forwarded-For names the client a sign-in is
+    # counted against; empty: the peer's address, so behind a proxy everyone would share the proxy's.
+    trusted_proxies: str = ""
     # Fault injection for the kill tests (processors/faults.py): "every=N,limit=M"; empty in production.
     faults: str = ""
     # The deployment key that seals webhook signing secrets on the accounts topic (infra/sealing.py):

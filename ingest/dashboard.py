@@ -24,7 +24,7 @@ from infra.sealing import Sealer, sealed, sealer_for
 from infra.settings import Settings
 from ingest.errors import ApiError
 from ingest.service import Edge, edge_of
-from ingest.sessions import SESSION_COOKIE, IdleClock, SignedIn, SignInLimits, csrf_ok
+from ingest.sessions import SESSION_COOKIE, Hashing, IdleClock, SignedIn, SignInLimits, csrf_ok, trusted_networks
 
 log = logging.getLogger("callscreen.dashboard")
 HERE = Path(__file__).parent
@@ -44,10 +44,15 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class Dashboard:
-    """What the dashboard keeps on this edge: sign-in limits, idle times, and the deployment key."""
+    """What the dashboard keeps on this edge: sign-in limits, the password hashing threads, the proxies
+    trusted to name the client, refused tries' pages, idle times, and the deployment key."""
 
     def __init__(self, settings: Settings) -> None:
         self.limits = SignInLimits(settings)
+        self.hashing = Hashing(settings.sign_in_verify_slots)
+        self.trusted = trusted_networks(settings.trusted_proxies)
+        # The sign-in page a refused try gets, by its sentence (ingest.dashboard_auth.too_many).
+        self.refusal_pages: dict[str, str] = {}
         self.idle = IdleClock(settings.session_idle_ms)
         self._sealer: Sealer | None = None
 
@@ -173,5 +178,10 @@ def setup(app: web.Application, settings: Settings) -> None:
     )
     env.globals["prefix"] = PREFIX
     app[DASHBOARD] = Dashboard(settings)
+
+    async def close_hashing(app: web.Application) -> None:
+        app[DASHBOARD].hashing.close()
+
+    app.on_cleanup.append(close_hashing)
     app.middlewares.append(dashboard_frame)
     app.router.add_static(f"{PREFIX}/static", HERE / "static", append_version=False)

@@ -1,10 +1,13 @@
 """Setting a password from a setup link, signing in and out (docs/dashboard.md, People and sessions).
 
-A failed sign-in never says which part was wrong; tries are limited per email and per address.
+A failed sign-in never says which part was wrong; tries are limited per email and per address, and
+each costs an argon2id verify only when one of the edge's few verify slots is free (ingest.sessions.Hashing);
+a refused try is answered before its form is read when it can be.
 """
 
 from __future__ import annotations
 
+import math
 import secrets
 
 from aiohttp import web
@@ -17,15 +20,15 @@ from ingest.service import Edge, edge_of
 from ingest.sessions import (
     FORM_COOKIE,
     clear_session_cookie,
+    client_address,
     csrf_for,
     csrf_ok,
-    hash_password,
-    password_matches,
     password_problem,
     set_session_cookie,
 )
 
 WRONG = "That email and password do not match an account."
+BUSY = "Too many sign-ins at once. Try again in a moment."
 
 
 def secure(edge: Edge) -> bool:
@@ -93,7 +96,7 @@ async def setup_submit(request: web.Request) -> web.Response:
         "kind": "person.password_set",
         "account_id": person.account_id,
         "person_id": person.person_id,
-        "password_hash": await hash_password(password),
+        "password_hash": await request.app[DASHBOARD].hashing.hash(password),
     }
     await append_record(edge, record)
     return await start_session(request, person.person_id, person.account_id)
@@ -105,25 +108,64 @@ async def signin_page(request: web.Request) -> web.Response:
     return with_form_cookie(response, token, edge_of(request))
 
 
+# A refused try's page is rendered once per sentence, with this where its form's token goes.
+_TOKEN_SLOT = f"csrf{secrets.token_hex(12)}"
+REFUSAL_PAGES_MAX = 64
+
+
+def too_many(request: web.Request, token: str, problem: str, retry_s: int) -> web.Response:
+    """The sign-in page again, 429 with `Retry-After`: what every refused try gets.
+
+    Its sentence says why; the email is not repeated. Each sentence's page is rendered once and the form's
+    token put in after, so a refused try costs the edge about what any refused request does.
+    """
+    dashboard = request.app[DASHBOARD]
+    text = dashboard.refusal_pages.get(problem)
+    if text is None:
+        text = page(request, "signin.html", None, csrf=_TOKEN_SLOT, problem=problem, email="").text or ""
+        if len(dashboard.refusal_pages) < REFUSAL_PAGES_MAX:
+            dashboard.refusal_pages[problem] = text
+    answer = web.Response(text=text.replace(_TOKEN_SLOT, csrf_for(token)), status=429, content_type="text/html")
+    answer.headers["Retry-After"] = str(retry_s)
+    if request.cookies.get(FORM_COOKIE) == token:
+        return answer  # the form's cookie came with the try: nothing to set
+    return with_form_cookie(answer, token, edge_of(request))
+
+
+def limited(wait_s: float) -> str:
+    return f"Too many tries. Wait {int(wait_s // 60) + 1} minutes and try again."
+
+
 async def signin_submit(request: web.Request) -> web.Response:
     edge = edge_of(request)
+    dashboard = request.app[DASHBOARD]
+    address = client_address(request.remote, request.headers.getall("X-Forwarded-For", ()), dashboard.trusted)
+    token = form_token(request)
+    # A try that could not be checked anyway is refused before its form is read: its address is spent, or
+    # no verify slot is free for it. Nothing is counted.
+    wait = dashboard.limits.address_wait(address)
+    if wait > 0:
+        return too_many(request, token, limited(wait), int(wait) + 1)
+    busy = dashboard.hashing.wait_for(address)
+    if busy > 0:
+        return too_many(request, token, BUSY, math.ceil(busy))
     form = await checked_form(request)
     email = normal_email(form.get("email", "")) or form.get("email", "")[:254]
-    address = request.remote or "unknown"
-    wait = request.app[DASHBOARD].limits.take(email, address)
-    token = form_token(request)
+    # Counted before the check, with no await between the count and the claim of a verify slot: tries that
+    # arrive together each see the ones before them.
+    wait = dashboard.limits.take(email, address)
     if wait > 0:
-        problem = f"Too many tries. Wait {int(wait // 60) + 1} minutes and try again."
-        answer = page(request, "signin.html", None, csrf=csrf_for(token), problem=problem, email=email)
-        answer.set_status(429)
-        answer.headers["Retry-After"] = str(int(wait) + 1)
-        return with_form_cookie(answer, token, edge)
+        return too_many(request, token, limited(wait), int(wait) + 1)
     person = edge.accounts.people.person_by_email(email)
-    if not await password_matches(person, form.get("password", "")) or person is None:
-        request.app[DASHBOARD].limits.failed(address)
+    matched = await dashboard.hashing.matches(address, person, form.get("password", ""))
+    if matched is None:
+        dashboard.limits.untried(email, address)
+        return too_many(request, token, BUSY, math.ceil(dashboard.hashing.wait_for(address)) or 1)
+    if not matched or person is None:
         answer = page(request, "signin.html", None, csrf=csrf_for(token), problem=WRONG, email=email)
         answer.set_status(401)
         return with_form_cookie(answer, token, edge)
+    dashboard.limits.succeeded(address)
     return await start_session(request, person.person_id, person.account_id)
 
 

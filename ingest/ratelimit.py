@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 
-@dataclass
+@dataclass(slots=True)
 class Bucket:
     tokens: float
     updated: float
@@ -14,19 +15,45 @@ class Bucket:
 
 @dataclass
 class RateLimiter:
-    """`limit` requests per `window_s`, refilled continuously; one bucket per subject."""
+    """`limit` requests per `window_s`, refilled continuously; one bucket per subject.
+
+    A bucket that is full again is forgotten (a subject without one gets a full one), so the table holds
+    only the subjects seen within the last window or two (two with another edge's debt). `max_subjects`
+    (0: no bound) bounds it outright: past it the least recently seen subject is forgotten, as if full.
+    """
 
     limit: int
     window_s: float = 60.0
-    buckets: dict[str, Bucket] = field(default_factory=dict)
+    max_subjects: int = 0
+    # Least recently seen first.
+    buckets: OrderedDict[str, Bucket] = field(default_factory=OrderedDict)
 
     def _refilled(self, subject: str, now: float) -> Bucket:
         bucket = self.buckets.get(subject)
         if bucket is None:
+            self._forget(now, adding=True)
             bucket = self.buckets[subject] = Bucket(tokens=float(self.limit), updated=now)
+        else:
+            self.buckets.move_to_end(subject)
+            self._forget(now, adding=False)
         bucket.tokens = min(float(self.limit), bucket.tokens + (now - bucket.updated) * self.limit / self.window_s)
         bucket.updated = now
         return bucket
+
+    def _forget(self, now: float, adding: bool) -> None:
+        """Drop the least recently seen buckets while they are full again, or while there are too many.
+
+        Amortised O(1): each bucket is dropped once. A bucket last seen more than two windows ago is full (its
+        debt is at most one window), and so is every bucket before it in the order, all older still. The
+        subject being seen is last in the order (or not yet in it, when `adding`), so it stays.
+        """
+        buckets, rate = self.buckets, self.limit / self.window_s
+        while len(buckets) > (0 if adding else 1):
+            subject, oldest = next(iter(buckets.items()))
+            crowded = 0 < self.max_subjects < len(buckets) + adding
+            if not crowded and oldest.tokens + (now - oldest.updated) * rate < self.limit:
+                return
+            del buckets[subject]
 
     def take(self, subject: str, now: float) -> float:
         """Spend one token: 0.0 when allowed, else the seconds until one is available."""
@@ -38,8 +65,15 @@ class RateLimiter:
         return (1.0 - bucket.tokens) / rate
 
     def remaining(self, subject: str, now: float) -> float:
-        """Tokens left for `subject` as this edge knows them."""
+        """Tokens left for `subject` as this edge knows them (asking tracks no new subject)."""
+        if subject not in self.buckets:
+            return float(self.limit)
         return self._refilled(subject, now).tokens
+
+    def refund(self, subject: str, now: float) -> None:
+        """Give back a token `take` spent on something that did not happen after all."""
+        bucket = self._refilled(subject, now)
+        bucket.tokens = min(float(self.limit), bucket.tokens + 1.0)
 
     def debit(self, subject: str, spent: int, now: float) -> None:
         """Spend what another edge admitted for the same subject; the debt is bounded by one window."""

@@ -100,12 +100,17 @@ def test_csrf_tokens_belong_to_their_session() -> None:
 
 def test_sign_in_limits_count_every_try_per_email_and_failures_per_address() -> None:
     limits = SignInLimits(Settings())
-    assert [limits.take("a@x.com", "10.0.0.1") for _ in range(10)] == [0.0] * 10
-    assert limits.take("a@x.com", "10.0.0.2") > 0
     for _ in range(10):
-        limits.failed("10.0.0.3")
-    assert limits.take("b@x.com", "10.0.0.3") > 0
+        assert limits.take("a@x.com", "10.0.0.1") == 0.0
+        limits.succeeded("10.0.0.1")
+    assert limits.take("a@x.com", "10.0.0.2") > 0
+    # The ten sign-ins gave the address its tries back; ten failures across emails spend them.
+    assert [limits.take(f"p{n}@x.com", "10.0.0.1") for n in range(10)] == [0.0] * 10
+    assert limits.take("b@x.com", "10.0.0.1") > 0
     assert limits.take("b@x.com", "10.0.0.4") == 0.0
+    # A try that was never checked (no verify slot) counts against neither.
+    limits.untried("b@x.com", "10.0.0.4")
+    assert [limits.take("b@x.com", "10.0.0.4") for _ in range(10)] == [0.0] * 10
 
 
 def test_sign_in_limits_are_the_settings() -> None:
@@ -113,13 +118,17 @@ def test_sign_in_limits_are_the_settings() -> None:
         sign_in_email_tries=3, sign_in_email_window_min=1.0, sign_in_address_tries=2, sign_in_address_window_min=2.0
     )
     limits = SignInLimits(settings)
-    assert [limits.take("a@x.com", "10.0.0.1") for _ in range(3)] == [0.0] * 3
+    for _ in range(3):
+        assert limits.take("a@x.com", "10.0.0.1") == 0.0
+        limits.succeeded("10.0.0.1")
     # Past the limit the wait is one try's refill: a minute over 3 tries, two minutes over 2.
     assert limits.take("a@x.com", "10.0.0.1") == pytest.approx(20.0, abs=0.5)
-    limits.failed("10.0.0.2")
     assert limits.take("b@x.com", "10.0.0.2") == 0.0
-    limits.failed("10.0.0.2")
-    assert limits.take("c@x.com", "10.0.0.2") == pytest.approx(60.0, abs=0.5)
+    assert limits.take("c@x.com", "10.0.0.2") == 0.0
+    assert limits.take("d@x.com", "10.0.0.2") == pytest.approx(60.0, abs=0.5)
+    # A try the email refuses does not spend the address's.
+    assert limits.take("a@x.com", "10.0.0.3") > 0
+    assert [limits.take(f"p{n}@x.com", "10.0.0.3") for n in range(2)] == [0.0, 0.0]
 
 
 def test_the_chart_counts_calls_and_rejects_per_hour_and_ignores_older_ones() -> None:
