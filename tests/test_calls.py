@@ -308,8 +308,12 @@ async def test_a_platform_and_its_carrier_make_one_record_with_the_larger_cost(
 ) -> None:
     tag = "cf" if carrier_first else "pf"
     carrier_id, platform_id = f"CA-{tag}", f"agent-{tag}"
-    carrier = start(carrier_id, source="carrier", attrs={"attestation": "B", "carrier": "telnyx"})
-    platform = start(platform_id, provider_call_id=carrier_id, source="vapi", attrs={"answered_by": "human"})
+    # A caller of its own: other tests' accounts' good calls from CALLER would give it prior_good's relief.
+    caller = "+12125550188" if carrier_first else "+12125550189"
+    carrier = start(carrier_id, source="carrier", attrs={"attestation": "B", "carrier": "telnyx"}, **{"from": caller})
+    platform = start(
+        platform_id, provider_call_id=carrier_id, source="vapi", attrs={"answered_by": "human"}, **{"from": caller}
+    )
     first, second = (carrier, platform) if carrier_first else (platform, carrier)
     # The first report is scored (the carrier's attestation B, or the platform's nothing); the second
     # gets that answer.

@@ -139,7 +139,13 @@ async def test_installed_run_starts_its_kafka_and_answers_a_call(
             "thresholds": {"review": 0.5, "reject": 0.8},
             "reasons": [],
             "block": None,
-            "checks": {"caller_calls_10m": 1, "network_calls": 0, "network_accounts": 0},
+            "checks": {
+                "caller_calls_10m": 1,
+                "network_calls": 0,
+                "network_accounts": 0,
+                "network_bad_accounts": 0,
+                "network_good_accounts": 0,
+            },
             "prior": {"points": 0, "calls": 0, "good": 0, "last": None},
         }
         process.send_signal(signal.SIGTERM)
