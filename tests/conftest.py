@@ -19,8 +19,10 @@ from tests.traffic import NO_SWEEP
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The files marked `slow` first. `make test` hands whole files to its two workers in collection
     order, so the long ones start early and the short ones fill in at the end; a long file that started
-    last would leave one worker idle for its length."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    last would leave one worker idle for its length. A file marked `last` (the three-broker cluster: three
+    JVMs more on two cores) goes after all of them, beside the light files, not beside another broker's
+    start-up, whose group coordinator it starved."""
+    items.sort(key=lambda item: (item.get_closest_marker("last") is not None, item.get_closest_marker("slow") is None))
 
 
 @pytest.fixture(scope="session")

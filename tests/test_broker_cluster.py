@@ -37,7 +37,7 @@ from tests.cluster import KafkaCluster, running_cluster
 from tests.service import AccountKeys, RunningService, create_account, running_service, settled, wait_for_status
 from tests.traffic import NO_SWEEP
 
-pytestmark = [pytest.mark.pipeline, pytest.mark.slow, pytest.mark.faults]
+pytestmark = [pytest.mark.pipeline, pytest.mark.slow, pytest.mark.faults, pytest.mark.last]
 
 KILLS = int(os.environ.get("CALLSCREEN_TEST_BROKER_KILLS", "1"))
 # Seconds of posting after each kill before the broker starts again: the window the p99 is taken over.
