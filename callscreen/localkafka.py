@@ -245,6 +245,24 @@ def die_with_this_process(how: int = signal.SIGTERM) -> Callable[[], None]:
     return lambda: _die_with_parent(parent, how)
 
 
+def broker_command(java: str, classpath: str, heap_mb: int, logging_config: Path, config: Path) -> list[str]:
+    """The JVM command of one Kafka node (broker and KRaft controller) on its `server.properties`."""
+    return [
+        java,
+        f"-Xms{min(256, heap_mb)}m",
+        f"-Xmx{heap_mb}m",
+        "-XX:+UseG1GC",
+        "-XX:MaxGCPauseMillis=20",
+        "-XX:+ExitOnOutOfMemoryError",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={logging_config}",
+        "-cp",
+        classpath,
+        "kafka.Kafka",
+        str(config),
+    ]
+
+
 class LocalKafka:
     """Formats KRaft storage once, starts the broker on loopback, waits until it takes requests."""
 
@@ -341,20 +359,7 @@ class LocalKafka:
             raise BrokerUnavailable(f"formatting the Kafka log under {self.dir} failed: {formatted.stderr.strip()}")
         with open(self.dir / "console.log", "ab") as console:
             self.process = subprocess.Popen(
-                [
-                    java,
-                    f"-Xms{min(256, self.heap_mb)}m",
-                    f"-Xmx{self.heap_mb}m",
-                    "-XX:+UseG1GC",
-                    "-XX:MaxGCPauseMillis=20",
-                    "-XX:+ExitOnOutOfMemoryError",
-                    "-Djava.awt.headless=true",
-                    f"-Dlog4j2.configurationFile={logging_config}",
-                    "-cp",
-                    classpath,
-                    "kafka.Kafka",
-                    str(config),
-                ],
+                broker_command(java, classpath, self.heap_mb, logging_config, config),
                 stdout=console,
                 stderr=console,
                 # Its own session: Ctrl-C reaches `callscreen run`, which stops the roles first, the broker last.

@@ -26,6 +26,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from callscreen.localkafka import (
     BrokerUnavailable,
     Ports,
+    broker_command,
     die_with_this_process,
     fetch,
     java_command,
@@ -126,20 +127,7 @@ class KafkaCluster:
         """Starts `node`'s JVM on its formatted log (the first start and every restart)."""
         with open(node.dir / "console.log", "ab") as console:
             node.process = subprocess.Popen(
-                [
-                    self.java,
-                    f"-Xms{min(256, self.heap_mb)}m",
-                    f"-Xmx{self.heap_mb}m",
-                    "-XX:+UseG1GC",
-                    "-XX:MaxGCPauseMillis=20",
-                    "-XX:+ExitOnOutOfMemoryError",
-                    "-Djava.awt.headless=true",
-                    f"-Dlog4j2.configurationFile={node.dir / 'log4j2.properties'}",
-                    "-cp",
-                    self.classpath,
-                    "kafka.Kafka",
-                    str(node.config),
-                ],
+                broker_command(self.java, self.classpath, self.heap_mb, node.dir / "log4j2.properties", node.config),
                 stdout=console,
                 stderr=console,
                 start_new_session=True,
