@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint lock fuzz docs email-example dashboard-shots bench bench-profile bench-gate bench-soak bench-overload bench-memory faults soak clean
+.PHONY: run test lint lock fuzz docs email-example dashboard-shots bench bench-profile bench-gate bench-soak bench-overload bench-memory bench-crash faults soak clean
 
 # The install step: the virtual environment, every dependency at the hash-checked version of the dev
 # lock (pip, setuptools and wheel too, so the editable build downloads nothing unpinned), the package
@@ -107,6 +107,11 @@ bench-overload: $(STAMP)
 
 bench-memory: $(STAMP)
 	$(BIN)/python -m bench.memory
+
+# A worker SIGKILLed with 20,000 and then 100,000 calls in its tables: the seconds until a start is scored
+# again, and the gate's answers meanwhile (bench/out/crash.json; docs/hostile-runs.md, "Crash recovery").
+bench-crash: $(STAMP)
+	$(BIN)/python -m bench.crash
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

@@ -32,7 +32,6 @@ from processors.rocks import RocksBudget
 from processors.rocks_store import RocksStore
 from processors.row_cache import RowCache
 from processors.tables import Tables
-from processors.unclean import UncleanMark
 
 # The longest a fold waits for its own facts to be applied (a rebalance can move the partition away).
 BARRIER_WAIT_S = 1.0
@@ -109,8 +108,6 @@ def faust_credentials(settings: Settings) -> Any:
 
 def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> faust.App:
     """One worker: its parts, then each agent registered around them."""
-    unclean = UncleanMark(worker_dir, worker_dir / "faust")
-    unclean.start()
     consume_inline()
     feed_folds()
     kafka_codec.install()
@@ -151,7 +148,6 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
         generation=generation,
         faults=faults,
         dead_letters=DeadLetters(appender, metrics, replies),
-        unclean=unclean,
     )
     metrics.rocksdb_bytes.set_function(rocks.cache.get_usage)
     for agents in (agents_calls, agents_detect, agents_alerts, agents_queries, housekeeping):

@@ -236,16 +236,14 @@ class Commits:
             log.warning("handing partitions over before what was folded is durable", extra={"folding": self._folding})
             return False
 
-    async def close(self, timeout_s: float) -> bool:
+    async def close(self, timeout_s: float) -> None:
         """At a clean stop: fold nothing more, hand everything over (`hand_over`), then put the view and the
-        tables on disk, which RocksDB writes without its log (processors/rocks.py). True when all was done."""
+        tables on disk, which RocksDB writes without its log (processors/rocks.py). A hand-over that timed out
+        leaves its unacknowledged rows out of both: the next start refolds their events."""
         self._closing = True
-        handed_over = await self.hand_over(timeout_s)
+        await self.hand_over(timeout_s)
         self.view_store.persist()
-        if handed_over:
-            # Otherwise the unclean mark stays, and the next start drops the tables and recovers them.
-            self.tables.persist()
-        return handed_over
+        self.tables.persist()
 
     async def flush(self) -> int:
         """Send every table's changed keys to its changelog; once they, every earlier flush's and what the

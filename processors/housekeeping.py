@@ -113,8 +113,7 @@ def register(w: Parts) -> None:
         await w.appender.append("status", worker_id, record)
 
     async def stopped(sender: Any, **kwargs: Any) -> None:
-        if await w.commits.close(HAND_OVER_S):
-            w.unclean.clear()
+        await w.commits.close(HAND_OVER_S)
         record = msgspec.to_builtins({"kind": "worker.stopped", "worker": worker_id})
         await asyncio.wait_for(await w.appender.append("status", worker_id, record), 1.0)
         await control.stop()

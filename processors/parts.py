@@ -25,7 +25,6 @@ from processors.mirror import FactMirror
 from processors.progress import Progress
 from processors.replies import ReplyPath
 from processors.tables import Tables
-from processors.unclean import UncleanMark
 
 log = logging.getLogger(__name__)
 Fold = Callable[[Feed], Awaitable[None]]
@@ -51,8 +50,6 @@ class Parts:
     generation: Generation
     faults: Faults
     dead_letters: DeadLetters
-    # Set while the local tables may be ahead of their changelogs.
-    unclean: UncleanMark
 
     @property
     def rules(self) -> Rules:

@@ -119,11 +119,12 @@ class BudgetedFaustOptions(RocksDBOptions):
 
         Its writes skip RocksDB's write-ahead log, which cost more than the write itself: 10–14 µs for a
         6 KB row against 2.4–3.4 µs without (docs/profiles/README.md, "Table writes without RocksDB's
-        log"). A table needs no log: after a crash the worker drops its tables and recovers them from their
-        changelogs (`processors/unclean.py`). What RocksDB has on disk is always a whole flush of its
-        memtable, the offset Faust stores with the rows included, so a table that lost its memtable is
-        recovered from its changelog from that offset. A clean stop writes the memtables to disk
-        (`persist`), as RocksDB does when it closes a database, so the next start has nothing to recover.
+        log"). A table needs no log: it takes rows only once their changelog holds them
+        (processors/write_behind.py), and what RocksDB has on disk is always a whole flush of its memtable,
+        the offset Faust stores after the rows included, so a table that lost its memtable is recovered from
+        its changelog from that offset: after a crash, only what the memtables held. A clean stop writes
+        the memtables to disk (`persist`), as RocksDB does when it closes a database, so the next start has
+        nothing to recover.
         The feature view writes without it too (`processors/rocks_store.py`)."""
         db = self.budget.open(path)
         db.set_read_options(ReadOptions())

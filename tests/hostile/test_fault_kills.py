@@ -19,7 +19,8 @@ Faults it found are fixed:
   records Faust had dropped, with no earlier position to show the gap (`Commits._assignment_start`);
 - with two workers, acknowledged effects missing once a partition moved: the refold after a kill found the
   rows the killed run had written locally but never sent to the changelog, wrote nothing, and the next
-  owner recovered the partition without them (processors/unclean.py).
+  owner recovered the partition without them (now RocksDB takes a row only once its changelog holds it,
+  processors/write_behind.py).
 
 The detectors' alerts are checked against `detect_in_order` over the decisions topic, not against the
 posting order: a number's facts come from calls on different event partitions, and after a kill the worker
