@@ -22,7 +22,11 @@ from domain import keys
 from domain.rules import DAY_MS, HOUR_MS
 
 BUCKET_MS = HOUR_MS
+# Hours are written in 13 digits (`keys.index_hour`): a time past them bounds no range.
+HOUR_LIMIT = 10**13
 Lookup = Callable[[str], Any]
+# Where an entry sorts in a listing, newest last: (at, id). A cursor is one.
+Position = tuple[int, str]
 
 
 class Scan(Protocol):
@@ -93,18 +97,87 @@ def drop_day(scan: Scan, space: str, account: str, partition: int, day: int) -> 
 
 def newest_first(scan: Scan, space: str, account: str, partition: int) -> Iterator[tuple[int, list[Any]]]:
     """Each hour's start and raw entries (in key order), the newest hour first; read as the caller goes."""
-    hour: int | None = None
-    entries: list[Any] = []
-    for _, raw in scan(*keys.index_range(space, account, partition), backwards=True):
-        # Every entry type's first field is its time (array_like structs).
-        at = raw[0] - raw[0] % BUCKET_MS
-        if at != hour:
-            if hour is not None:
-                yield hour, entries[::-1]
-            hour, entries = at, []
-        entries.append(raw)
-    if hour is not None:
-        yield hour, entries[::-1]
+    return iter(Hours(scan, *keys.index_range(space, account, partition)))
+
+
+def seek(space: str, account: str, partition: int, before: Position | None, since: int | None) -> tuple[str, str]:
+    """The keys a listing reads: the hours that can hold an entry older than `before` (a sort position)
+    and not older than `since`, so that neither a deep cursor nor a narrow window reads the hours past it."""
+    low, high = keys.index_range(space, account, partition)
+    if since is not None and since > 0:
+        if since >= HOUR_LIMIT:
+            return low, low
+        low = keys.index_hour(space, account, partition, since - since % BUCKET_MS)
+    if before is not None:
+        at, item_id = before
+        # Nothing sorts before (at, ""): the newest entry below it is at `at - 1`.
+        newest = at if item_id else at - 1
+        if newest < 0:
+            return low, low
+        if newest < HOUR_LIMIT - BUCKET_MS:
+            high = keys.index_hour(space, account, partition, newest - newest % BUCKET_MS + BUCKET_MS)
+    return low, max(low, high)
+
+
+class Hours:
+    """The hours of the index keys in [low, high), newest first, as `newest_first` reads them, reading at
+    most `max_rows` rows (None: no bound) once the first hour is whole.
+
+    Within an hour the keys are in id order, not time order, so only a whole hour says which entries sort
+    after a point: at the bound the hour being read is dropped, and `stop` is the start of the last hour
+    handed over (as a sort position, `(hour, "")`): every entry from there up to `high` was handed over, and
+    none below it. The first hour is always read whole, however large, so each read moves on."""
+
+    def __init__(self, scan: Scan, low: str, high: str, max_rows: int | None = None) -> None:
+        self.scan = scan
+        self.low = low
+        self.high = high
+        self.max_rows = max_rows
+        self.stop: Position | None = None
+        self.read = 0
+
+    def __iter__(self) -> Iterator[tuple[int, list[Any]]]:
+        hour: int | None = None
+        done: int | None = None
+        entries: list[Any] = []
+        rows = self.scan(self.low, self.high, backwards=True)
+        while True:
+            if done is not None and self.max_rows is not None and self.read >= self.max_rows:
+                # The hour under way (at least the row that ended `done`) may hold more: left for the next read.
+                self.stop = (done, "")
+                return
+            row = next(rows, None)
+            if row is None:
+                break
+            self.read += 1
+            raw = row[1]
+            # Every entry type's first field is its time (array_like structs).
+            at = raw[0] - raw[0] % BUCKET_MS
+            if at != hour:
+                if hour is not None:
+                    yield hour, entries[::-1]
+                    done = hour
+                hour, entries = at, []
+            entries.append(raw)
+        if hour is not None:
+            yield hour, entries[::-1]
+
+
+def page_of(entries: list[Entry], stops: list[Position], limit: int) -> tuple[list[Entry], Position | None]:
+    """One page, newest first, from every partition's best `limit + 1` entries, and the sort position the
+    next page starts below (None on the last page).
+
+    A partition that stopped early (`Hours.stop`) read everything from its stop up and nothing below it, so
+    the page holds only entries at or after the newest stop and, when that leaves it short (even empty),
+    the next page starts at that stop: no entry is skipped, however few this page holds."""
+    ordered = sorted(entries, key=sort_key, reverse=True)
+    stop = max(stops, default=None)
+    if stop is not None:
+        ordered = [e for e in ordered if sort_key(e) >= stop]
+    page = ordered[:limit]
+    if len(ordered) > limit:
+        return page, sort_key(page[-1])
+    return page, stop
 
 
 @dataclass(frozen=True)
@@ -114,7 +187,7 @@ class CallFilter:
     until: int | None = None
     action: str | None = None
     source: str | None = None
-    after: tuple[int, str] | None = None
+    after: Position | None = None
 
     def matches(self, entry: CallEntry) -> bool:
         if self.number is not None and self.number not in (entry.number, entry.caller):
@@ -130,15 +203,16 @@ class CallFilter:
         return self.after is None or (entry.at, entry.call_id) < self.after
 
 
-def sort_key(entry: Entry) -> tuple[int, str]:
+def sort_key(entry: Entry) -> Position:
     return (entry.at, entry_id(entry))
 
 
-def encode_cursor(entry: Entry) -> str:
-    return base64.urlsafe_b64encode(f"{entry.at}:{entry_id(entry)}".encode()).decode().rstrip("=")
+def encode_cursor(entry: Entry | Position) -> str:
+    at, item_id = entry if isinstance(entry, tuple) else sort_key(entry)
+    return base64.urlsafe_b64encode(f"{at}:{item_id}".encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str) -> tuple[int, str] | None:
+def decode_cursor(cursor: str) -> Position | None:
     try:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         at, item_id = text.split(":", 1)

@@ -16,7 +16,7 @@ from domain.alerts import Alert
 from domain.calls import Alias, CallState, call_reasons, signals
 from domain.events import CallerInfo, CallStarted, NumberInfo
 from domain.features import FeatureView, context
-from domain.index import AlertEntry, CallEntry, CallFilter, Scan, decode_cursor, newest_first, sort_key
+from domain.index import AlertEntry, CallEntry, CallFilter, Hours, Position, Scan, decode_cursor, seek, sort_key
 from domain.rules import DAY_MS, HOUR_MS, Rules
 from domain.scoring import score_start
 from domain.times import format_ms
@@ -89,7 +89,8 @@ def decode_question(raw: bytes) -> AnyQuestion:
 
 
 class Reads:
-    """Where answers come from: the partition's tables (by key) and the worker's feature view."""
+    """Where answers come from: the partition's tables (by key) and the worker's feature view, and how many
+    index rows a listing may read (`Settings.query_scan_max_rows`; None: no bound)."""
 
     def __init__(
         self,
@@ -98,12 +99,14 @@ class Reads:
         call_index_scan: Scan,
         alert_of: Lookup,
         alert_index_scan: Scan,
+        scan_max_rows: int | None = None,
     ) -> None:
         self.view = view
         self.call_of = call_of
         self.call_index_scan = call_index_scan
         self.alert_of = alert_of
         self.alert_index_scan = alert_index_scan
+        self.scan_max_rows = scan_max_rows
 
 
 def answer(question: AnyQuestion, partition: int, reads: Reads, rules: Rules) -> tuple[int, Any]:
@@ -166,6 +169,8 @@ def public_call(call: CallState) -> dict[str, Any]:
 
 
 def list_calls(question: CallsList, partition: int, reads: Reads) -> dict[str, Any]:
+    """The partition's newest `limit + 1` matches, and `stop` when the bound on rows read cut the read
+    short of them (`domain.index.Hours`): the edge then pages from there (`domain.index.page_of`)."""
     wanted = CallFilter(
         number=question.number,
         since=question.since,
@@ -174,12 +179,15 @@ def list_calls(question: CallsList, partition: int, reads: Reads) -> dict[str, A
         source=question.source,
         after=decode_cursor(question.cursor) if question.cursor else None,
     )
+    before = _older_of(wanted.after, None if wanted.until is None else (wanted.until, ""))
+    # No index by number: a `number` filter reads the account's rows like any other filter, within the bound.
+    hours = Hours(
+        reads.call_index_scan,
+        *seek("calls", question.account_id, partition, before, wanted.since),
+        reads.scan_max_rows,
+    )
     found: list[CallEntry] = []
-    for bucket, raw in newest_first(reads.call_index_scan, "calls", question.account_id, partition):
-        if wanted.until is not None and bucket >= wanted.until:
-            continue
-        if wanted.since is not None and bucket + HOUR_MS <= wanted.since:
-            break
+    for _, raw in hours:
         entries = msgspec.convert(raw, list[CallEntry])
         found.extend(e for e in entries if wanted.matches(e))
         if len(found) > question.limit:
@@ -189,7 +197,13 @@ def list_calls(question: CallsList, partition: int, reads: Reads) -> dict[str, A
     records = {}
     for entry in page[: question.limit]:
         records[entry.call_id] = public_call(reads.call_of(keys.call(question.account_id, entry.call_id)))
-    return {"entries": msgspec.to_builtins(page), "calls": records}
+    return {"entries": msgspec.to_builtins(page), "calls": records, "stop": hours.stop}
+
+
+def _older_of(first: Position | None, second: Position | None) -> Position | None:
+    if first is None or second is None:
+        return first if second is None else second
+    return min(first, second)
 
 
 def public_alert(alert: Alert, view: FeatureView) -> dict[str, Any]:
@@ -207,12 +221,14 @@ def public_alert(alert: Alert, view: FeatureView) -> dict[str, Any]:
 
 
 def list_alerts(question: AlertsList, partition: int, reads: Reads) -> dict[str, Any]:
+    """As `list_calls`, for the account's alerts."""
     after = decode_cursor(question.cursor) if question.cursor else None
     since, kind, limit = question.since, question.type, question.limit
+    hours = Hours(
+        reads.alert_index_scan, *seek("alerts", question.account_id, partition, after, since), reads.scan_max_rows
+    )
     found: list[AlertEntry] = []
-    for bucket, raw in newest_first(reads.alert_index_scan, "alerts", question.account_id, partition):
-        if since is not None and bucket + HOUR_MS <= since:
-            break
+    for _, raw in hours:
         for entry in msgspec.convert(raw, list[AlertEntry]):
             if since is not None and entry.at < since:
                 continue
@@ -230,7 +246,7 @@ def list_alerts(question: AlertsList, partition: int, reads: Reads) -> dict[str,
         alerts[entry.alert_id] = public_alert(
             reads.alert_of(keys.alert(question.account_id, entry.alert_id)), reads.view
         )
-    return {"entries": msgspec.to_builtins(page), "alerts": alerts}
+    return {"entries": msgspec.to_builtins(page), "alerts": alerts, "stop": hours.stop}
 
 
 def numbers(view: FeatureView, account: str, now: int, cap: int) -> dict[str, Any]:

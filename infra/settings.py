@@ -93,6 +93,12 @@ class Settings:
     edge_metrics_port: int = 0
     # Answer path.
     answer_deadline_s: float = 2.0
+    # Index rows a listing question reads in one partition before it answers a short page that says where
+    # it stopped: a filter that matches nothing cannot hold the worker's loop through 400 days of rows.
+    query_scan_max_rows: int = 2000
+    # Answered questions not yet acknowledged, counted apart from the folds' (`worker_unacknowledged_max`):
+    # past it the questions wait, never the folds.
+    query_unacknowledged_max: int = 1024
     # The longest a broker holds a fetch that finds nothing new; one that finds a record returns at once.
     fetch_max_wait_ms: int = 500
     # The same for the consumer a worker folds its topics with. A broker holds one fetch per connection at a

@@ -11,7 +11,7 @@ from aiohttp import web
 from domain import keys
 from domain.alerts import SEVERITY
 from domain.events import CallerInfo, NumberInfo
-from domain.index import AlertEntry, CallEntry, Entry, decode_cursor, encode_cursor, entry_id, sort_key
+from domain.index import AlertEntry, CallEntry, Entry, Position, decode_cursor, encode_cursor, entry_id, page_of
 from domain.phone import Number, parse_number
 from domain.queries import (
     AlertGet,
@@ -94,17 +94,21 @@ async def list_calls(request: web.Request) -> web.Response:
 
 
 def merge_pages(replies: list[dict[str, Any]], records_key: str, entries_type: Any, limit: int) -> dict[str, Any]:
-    """One page, newest first, from every partition's best `limit + 1` entries."""
+    """One page, newest first, from every partition's best `limit + 1` entries; short of `limit` (even empty)
+    with a `next_cursor` when a partition stopped at its bound on rows read (`domain.index.page_of`)."""
     entries: list[Entry] = []
     records: dict[str, Any] = {}
+    stops: list[Position] = []
     for reply in replies:
-        entries.extend(msgspec.convert(reply["body"]["entries"], entries_type))
-        records.update(reply["body"][records_key])
-    entries.sort(key=sort_key, reverse=True)
-    page = entries[:limit]
-    next_cursor = encode_cursor(page[-1]) if len(entries) > limit else None
-    ids = [entry_id(e) for e in page]
-    return {"data": [records[i] for i in ids], "next_cursor": next_cursor}
+        body = reply["body"]
+        entries.extend(msgspec.convert(body["entries"], entries_type))
+        records.update(body[records_key])
+        # A worker from before the bound sends no stop.
+        if body.get("stop") is not None:
+            stops.append(msgspec.convert(body["stop"], Position))
+    page, after = page_of(entries, stops, limit)
+    next_cursor = None if after is None else encode_cursor(after)
+    return {"data": [records[entry_id(e)] for e in page], "next_cursor": next_cursor}
 
 
 def _cursor(request: web.Request) -> str | None:

@@ -1,10 +1,18 @@
-"""The read agent: answers the edge's questions from the partition's tables and the feature view."""
+"""The read agent: answers the edge's questions from the partition's tables and the feature view.
+
+Questions share the worker's one event loop with the folds but not their bound on unacknowledged events
+(`Settings.query_unacknowledged_max`), so a flood of questions never holds a fold back for room, nor a
+slow broker the answers. A listing reads at most `Settings.query_scan_max_rows` index rows a partition.
+"""
 
 from __future__ import annotations
+
+import asyncio
 
 from domain import queries
 from domain.alerts import Alert
 from domain.calls import Stored
+from processors.commits import Room
 from processors.dead_letters import POISON
 from processors.feed import Feed
 from processors.parts import Parts
@@ -17,11 +25,13 @@ def register(w: Parts) -> None:
         call_index_scan=w.tables.scanner("call_index"),
         alert_of=w.tables.reader("alert_store", Alert),
         alert_index_scan=w.tables.scanner("alert_store"),
+        scan_max_rows=w.settings.query_scan_max_rows,
     )
+    room = Room(w.settings.query_unacknowledged_max)
 
     @w.fold("queries")
     async def answer_queries(feed: Feed) -> None:
-        async for record, pending in w.commits.folds(feed, "queries"):
+        async for record, pending in w.commits.folds(feed, "queries", room):
             if w.progress.folded("queries", record):
                 continue
             try:
@@ -31,3 +41,6 @@ def register(w: Parts) -> None:
                 await w.dead_letters.put("queries", record, error, pending)
                 continue
             await w.replies.reply(record, status, body)
+            # Nothing above waits while the feed holds questions (a reply's drain returns at once): without
+            # this a backlog of questions was answered back to back while every fold waited for the loop.
+            await asyncio.sleep(0)

@@ -27,11 +27,35 @@ from processors.rocks_store import RocksStore
 from processors.tables import Tables
 
 log = logging.getLogger(__name__)
-# A folded event: its feed, the event, the acks of what its fold appended, and its partition's assignment
-# (`Commits.revoked`) when it was handed over.
-Held = tuple[Feed, Fed, list["asyncio.Future[Any]"], int]
+# A folded event: its feed, the event, the acks of what its fold appended, its partition's assignment
+# (`Commits.revoked`) when it was handed over, and the room it takes until it is acknowledged.
+Held = tuple[Feed, Fed, list["asyncio.Future[Any]"], int, "Room"]
 # A fold waiting this long with its partition's position past its next record has lost those records.
 LOST_AFTER_S = 2.0
+
+
+class Room:
+    """Folded events not yet acknowledged, `most` at most: past it the folds that share the room wait."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self.held = 0
+        self._free = asyncio.Event()
+        self._free.set()
+
+    async def wait(self) -> None:
+        if self.held >= self.most:
+            await self._free.wait()
+
+    def take(self) -> None:
+        self.held += 1
+        if self.held >= self.most:
+            self._free.clear()
+
+    def give_back(self, count: int) -> None:
+        self.held -= count
+        if self.held < self.most:
+            self._free.set()
 
 
 class Commits:
@@ -75,20 +99,20 @@ class Commits:
         self._no_fold.set()
         # Set by a clean stop: no event is folded after it (those left are refolded by the next start).
         self._closing = False
-        # Folded events not yet acknowledged (`Settings.worker_unacknowledged_max` at most), and an event
-        # set while they are fewer than the bound.
-        self.unacknowledged_max = unacknowledged_max
-        self._unacknowledged = 0
-        self._room = asyncio.Event()
-        self._room.set()
+        # Folded events not yet acknowledged (`Settings.worker_unacknowledged_max` at most), the folds'
+        # unless a fold brings a room of its own.
+        self.room = Room(unacknowledged_max)
 
-    async def folds(self, feed: Feed, name: str) -> AsyncIterator[tuple[Fed, list[asyncio.Future[Any]]]]:
-        """The feed's events, each with a list for the acks of what folding it appended."""
+    async def folds(
+        self, feed: Feed, name: str, room: Room | None = None
+    ) -> AsyncIterator[tuple[Fed, list[asyncio.Future[Any]]]]:
+        """The feed's events, each with a list for the acks of what folding it appended; each takes `room`
+        (the folds' shared one by default) until it is acknowledged."""
+        room = self.room if room is None else room
         histogram = self.metrics.fold_seconds.labels(name)
         self._feeds[self.topic_name(name)] = feed
         async for event in feed.events():
-            if self._unacknowledged >= self.unacknowledged_max:
-                await self._room.wait()
+            await room.wait()
             if self._closing:
                 continue
             if not await self._skipped_before(event):
@@ -104,10 +128,8 @@ class Commits:
                     if not self._folding:
                         self._no_fold.set()
                 histogram.observe(time.perf_counter() - started)
-                self._unflushed.append((feed, event, pending, revocations))
-                self._unacknowledged += 1
-                if self._unacknowledged >= self.unacknowledged_max:
-                    self._room.clear()
+                self._unflushed.append((feed, event, pending, revocations, room))
+                room.take()
 
     async def _skipped_before(self, event: Any) -> bool:
         """True for an event that came after a gap: the records the feed skipped are fetched again.
@@ -267,9 +289,8 @@ class Commits:
         try:
             return await self._acknowledge(held, written, previous)
         finally:
-            self._unacknowledged -= len(held)
-            if self._unacknowledged < self.unacknowledged_max:
-                self._room.set()
+            for *_, room in held:
+                room.give_back(1)
 
     async def _acknowledge(
         self, held: list[Held], written: list[asyncio.Future[Any]], previous: asyncio.Task[bool] | None
@@ -277,7 +298,7 @@ class Commits:
         if previous is not None and not await previous:
             return False
         try:
-            for ack in written + [ack for _, _, pending, _ in held for ack in pending]:
+            for ack in written + [ack for _, _, pending, _, _ in held for ack in pending]:
                 await ack
         except Exception as exc:
             # The fold is ahead of the log: stop, so a restart refolds from the last committed offset.
@@ -285,7 +306,7 @@ class Commits:
             await self.app.crash(exc)
             return False
         self.faults.at("before_ack")
-        for feed, event, _, revocations in held:
+        for feed, event, _, revocations, _ in held:
             # After a revocation the consumer's bookkeeping of the partition starts again from its committed
             # offset, and Faust commits past one unacknowledged offset at its head: an acknowledgement from
             # before could commit an event the partition's next fold never saw. Its next owner folds it again.
