@@ -117,6 +117,9 @@ class Settings:
     worker_unacknowledged_max: int = 4096
     # A worker sends its tables' changed keys to their changelogs this often, each key's last value once.
     changelog_flush_ms: int = 200
+    # A worker writes its RocksDB memtables to disk this often (processors/commits.py, `checkpoint`): a kill
+    # loses only what came since, and the next start recovers that from the changelogs, not every table.
+    table_checkpoint_s: float = 10.0
     # The largest table row a fold may write; a record whose fold would write more is dead-lettered. Keep it
     # under the broker's message.max.bytes (1 MiB by default); the folds stay far below it (domain/store.py).
     max_value_bytes: int = MAX_VALUE_BYTES

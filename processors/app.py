@@ -119,8 +119,8 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
     mirror = FactMirror(settings, view, generation, progress.holds_every_partition)
     appender = Appender(settings)
     rows = RowCache(settings.row_cache_mb * 1024 * 1024, check=settings.row_cache_check)
-    tables = Tables(app, settings.partitions, rocks, settings.max_value_bytes, rows)
     metrics = WorkerMetrics()
+    tables = Tables(app, settings.partitions, rocks, settings.max_value_bytes, rows, metrics.recovered_rows.inc)
     replies = ReplyPath(appender, settings.reply_token)
     faults = Faults(settings.faults, Path(settings.data_dir))
     parts = Parts(

@@ -59,6 +59,11 @@ def register(w: Parts) -> None:
                     return
                 raise
 
+    @app.timer(settings.table_checkpoint_s, on_leader=False)
+    async def checkpoint() -> None:
+        await w.commits.checkpoint()
+        w.metrics.checkpoints.inc()
+
     async def revoked(sender: Any, revoked: Any, **kwargs: Any) -> None:
         # The next owner recovers these partitions from their changelogs: hand over what is folded.
         w.progress.rebalanced()

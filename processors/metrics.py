@@ -47,6 +47,17 @@ class WorkerMetrics:
             "Memory of the worker's RocksDB budget in use: block cache and the memtables charged to it.",
             registry=self.registry,
         )
+        self.checkpoints = Counter(
+            "callscreen_table_checkpoints",
+            "Times the worker wrote its RocksDB memtables to disk (`table_checkpoint_s`): what a kill keeps.",
+            registry=self.registry,
+        )
+        self.recovered_rows = Counter(
+            "callscreen_recovered_rows",
+            "Table rows recovery wrote from the changelogs since the worker started: after a kill, those"
+            " written since the last checkpoint, not the tables' size.",
+            registry=self.registry,
+        )
         self.generation = Gauge(
             "callscreen_generation", "The generation of derived state this worker folds.", registry=self.registry
         )

@@ -93,6 +93,12 @@ def persist(db: Rdict) -> None:
     db.flush(wait=True)
 
 
+def persist_all(databases: Iterable[Rdict]) -> None:
+    """`persist` each; RocksDB takes a flush from any thread, beside the writes of the loop's."""
+    for db in databases:
+        persist(db)
+
+
 def write_rows(db: Rdict, rows: Iterable[tuple[bytes, bytes | None]]) -> None:
     """Puts, and a delete for each None value, in one write batch: after a crash, all of them or none."""
     batch = WriteBatch(raw_mode=True)

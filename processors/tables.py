@@ -26,9 +26,17 @@ class ValueTooLarge(Exception):
 
 class Tables:
     def __init__(
-        self, app: faust.App, partitions: int, rocks: RocksBudget, max_value_bytes: int, rows: RowCache
+        self,
+        app: faust.App,
+        partitions: int,
+        rocks: RocksBudget,
+        max_value_bytes: int,
+        rows: RowCache,
+        recovered: Callable[[int], None],
     ) -> None:
         self.app = app
+        # Told how many rows each changelog batch recovery writes.
+        self.recovered = recovered
         self.partitions = partitions
         self.rocks = rocks
         self.max_value_bytes = max_value_bytes
@@ -51,6 +59,7 @@ class Tables:
                 key_type=bytes,
                 value_type=bytes,
                 rows=self.rows,
+                recovered=self.recovered,
             )
             self.app.tables.add(table)
             if isinstance(table.data, RocksDBStore):
@@ -128,6 +137,10 @@ class Tables:
         if eviction is not None:
             self.write(name, eviction.writes)
         return eviction
+
+    def databases(self) -> list[Any]:
+        """Every partition database of every table this worker has open."""
+        return [db for table in self.all.values() for db in table.databases()]
 
     def persist(self) -> None:
         """Every table's rows on disk: a clean stop's, as RocksDB writes them without its log (processors/rocks.py)."""

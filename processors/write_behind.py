@@ -54,9 +54,10 @@ SendBatch = Callable[[str, int, list[tuple[bytes, bytes | None]]], Awaitable[lis
 class WriteBehindTable(faust.Table[bytes, bytes]):
     """Bytes keys and values in the current event's partition; RocksDB and changelog writes coalesced per key."""
 
-    def __init__(self, *args: Any, rows: RowCache, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, rows: RowCache, recovered: Callable[[int], None], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._rows = rows
+        self._recovered = recovered
         # Written since the last flush: what the changelog has still to take.
         self._dirty: dict[tuple[int, bytes], bytes | None] = {}
         # Sent to the changelog, not yet acknowledged, so not in RocksDB: each row with the flush that sent it.
@@ -162,6 +163,10 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
             by_partition.setdefault(partition, []).append((key, raw))
         return by_partition
 
+    def databases(self) -> list[Rdict]:
+        """The partition databases this worker has open."""
+        return list(self._rocks()._dbs.values())
+
     def persist(self) -> None:
         """RocksDB's memtables on disk, in each partition's database this worker has open: every row the
         changelog acknowledged. What is still unacknowledged is left out, as it is of the changelog."""
@@ -202,6 +207,7 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
             self._rows.drop((self.name, record.message.partition, record.message.key))
         super().apply_changelog_batch(batch)
         self.resets += 1
+        self._recovered(len(batch))
 
     def _rocks(self) -> RocksDBStore:
         store = self.data

@@ -11,6 +11,7 @@ import pytest
 import trustme
 
 from callscreen.localkafka import LocalKafka
+from infra.ports import free_port_block
 from tests.receiver import Receiver, serving
 from tests.service import AccountKeys, RunningService, create_account, running_service
 from tests.traffic import NO_SWEEP
@@ -53,7 +54,10 @@ def service(kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ru
 def log_service(kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
     """A service of its own for the tests that restart, kill or rebuild its parts, and compare its answers
     before and after (so without the wall clock's sweep)."""
-    with running_service(tmp_path_factory.mktemp("log") / "data", kafka, env=NO_SWEEP) as running:
+    # A checkpoint a second, so a test that kills a worker after one waits a second, not ten; the worker's
+    # metrics say what its recovery read.
+    env = {**NO_SWEEP, "CALLSCREEN_TABLE_CHECKPOINT_S": "1", "CALLSCREEN_METRICS_PORT": str(free_port_block(2))}
+    with running_service(tmp_path_factory.mktemp("log") / "data", kafka, env=env) as running:
         yield running
 
 
