@@ -19,7 +19,8 @@ class AlertingMetrics:
         self.deliveries = Counter(
             "callscreen_deliveries_total",
             "Alerts handled, by outcome: delivered, an error (status_<code>, timeout, refused, tls), "
-            "skipped (no webhook URL), rate_limited or queue_full.",
+            "skipped (no webhook URL), rate_limited, queue_full, or stale (older than every alert the role "
+            "remembers, alerting_seen_max: taken as handled, never sent).",
             ["outcome"],
             registry=self.registry,
         )

@@ -7,7 +7,8 @@ delivers twice, and a replay of the alerts topic delivers nothing.
 
 A `call.suspicious` alert that names a gated call to end (`hang_up`) is acted on at once, outside the
 queues: a `hangup.attempt` record, the carrier's calls API, a `hangup.outcome` record (alerting.carrier).
-It too is asked at most once.
+It too is asked at most once, of the carrier account whose signed form reported the call, with the
+number's own carrier auth token (alerting.carrier.hang_up_credentials).
 
 Each alert also fans out to the account's email, text and voice destinations (domain.channels): one
 `channel.attempt` record per (alert, channel, destination) before its send (alerting.smtp,
@@ -38,7 +39,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
 from alerting import messages, smtp
-from alerting.carrier import Answered, hang_up, place_call, send_text
+from alerting.carrier import Answered, Credentials, deployment, hang_up, hang_up_credentials, place_call, send_text
 from alerting.delivery import Policy, deliver
 from alerting.metrics import AlertingMetrics, outcome_label
 from alerting.offsets import ReadOffsets
@@ -46,6 +47,7 @@ from domain.accounts import Account, AccountsView, apply
 from domain.alert_budget import HOUR_MS, AlertBudget
 from domain.channels import CHANNELS, Send, fan_out, on_plan
 from domain.fairness import FairQueues
+from domain.seen import Seen
 from domain.times import parse_ms
 from infra.clock import now_ms
 from infra.follow import TopicFollower
@@ -53,8 +55,8 @@ from infra.heap import freeze_startup_objects
 from infra.kafka import make_consumer, make_producer, partitions, until_coordinator
 from infra.membership import leave_group_on_stop
 from infra.metrics import record_lag, serve
-from infra.resolver import PublicResolver
-from infra.sealing import Sealer, sealer_for
+from infra.resolver import resolver_for
+from infra.sealing import Sealer, SecretKeyProblem, sealer_for
 from infra.settings import Settings
 from infra.webhook_url import tls_context
 
@@ -105,6 +107,22 @@ class Message:
         return (self.alert["id"], self.channel, self.to)
 
 
+def alert_time(alert: dict[str, Any]) -> int:
+    """An alert's `created_at` in epoch milliseconds: the event time its delivery records are remembered by."""
+    return parse_ms(alert["created_at"]) or 0
+
+
+def record_time(record: dict[str, Any]) -> int:
+    """The event time a delivery record read back is remembered by: its alert's `created_at` when it carries
+    it (attempts do), else when it was written (`at`, never before its alert was made: it is kept as long,
+    or longer)."""
+    created_at = parse_ms(record.get("created_at"))
+    if created_at is not None:
+        return created_at
+    at = record.get("at")
+    return at if isinstance(at, int) else 0
+
+
 def hourly_id(alert_id: str, to: str) -> str:
     """What the hourly caps count: one message of one alert to one destination."""
     return f"{alert_id}|{to}"
@@ -129,9 +147,11 @@ class Alerting:
         self.sealer = sealer_for(settings)
         self.instance = uuid.uuid4().hex[:12]
         self.accounts = AccountsView()
-        self.handled: set[str] = set()
-        # Alerts whose gated call the carrier was asked to end (any `hangup.*` record).
-        self.hung_up: set[str] = set()
+        # Alert ids with any `delivery.*` record, and alerts whose gated call the carrier was asked to end (any
+        # `hangup.*` record), by their alerts' `created_at`. Bounded (domain.seen): past `alerting_seen_max`
+        # the oldest are forgotten and every alert as old counts as handled, so a bound never acts twice.
+        self.handled: Seen[str] = Seen(settings.alerting_seen_max)
+        self.hung_up: Seen[str] = Seen(settings.alerting_seen_max)
         self.accounts_follower = TopicFollower(settings, settings.topic("accounts"), lambda r: apply(self.accounts, r))
         self.deliveries_follower = TopicFollower(settings, settings.topic("deliveries"), self._fold_delivery)
         self.producer = make_producer(settings)
@@ -155,8 +175,9 @@ class Alerting:
             "text": AlertBudget(settings.texts_per_hour, HOUR_MS),
             "voice": AlertBudget(settings.voice_calls_per_hour, HOUR_MS),
         }
-        # (alert, channel, destination) with any `channel.*` record, and those queued or being sent here.
-        self.sent: set[tuple[str, str, str]] = set()
+        # (alert, channel, destination) with any `channel.*` record (bounded as `handled` is), and those queued
+        # or being sent here (as many as the lanes hold).
+        self.sent: Seen[tuple[str, str, str]] = Seen(settings.alerting_seen_max)
         self.sending: set[tuple[str, str, str]] = set()
         self.reading: ReadOffsets[TopicPartition] = ReadOffsets()
         # Partitions the group gave this instance, and those of them it reads (after levelling, below).
@@ -179,16 +200,18 @@ class Alerting:
         self.offsets = make_consumer(settings)
         self.metrics = AlertingMetrics()
 
-    def _note(self, record: dict[str, Any]) -> None:
-        """A deliveries record seen (read back, or acked): its alert is not acted on again."""
+    def _note(self, record: dict[str, Any], created_at: int | None = None) -> None:
+        """A deliveries record seen (read back, or acked): its alert is not acted on again. Remembered by its
+        alert's `created_at` (`record_time` when not given)."""
         alert_id = str(record.get("alert_id"))
         kind = str(record.get("kind"))
+        at = record_time(record) if created_at is None else created_at
         if kind.startswith("hangup."):
-            self.hung_up.add(alert_id)
+            self.hung_up.add(alert_id, at)
         elif kind.startswith("channel."):
-            self.sent.add((alert_id, str(record.get("channel")), str(record.get("to"))))
+            self.sent.add((alert_id, str(record.get("channel")), str(record.get("to"))), at)
         else:
-            self.handled.add(alert_id)
+            self.handled.add(alert_id, at)
 
     def _fold_delivery(self, record: dict[str, Any]) -> None:
         self._note(record)
@@ -210,12 +233,9 @@ class Alerting:
         await self.accounts_follower.caught_up()
         await self.deliveries_follower.caught_up()
         await self.offsets.start()
-        resolver = PublicResolver(
-            self.settings.webhook_dns_timeout_s,
-            self.settings.webhook_allow_private,
-            negative_ttl_s=self.settings.webhook_dns_negative_ttl_s,
+        connector = aiohttp.TCPConnector(
+            ssl=tls_context(self.settings.webhook_ca_file), limit=0, resolver=resolver_for(self.settings)
         )
-        connector = aiohttp.TCPConnector(ssl=tls_context(self.settings.webhook_ca_file), limit=0, resolver=resolver)
         group = self.settings.topic("alerting")
         await until_coordinator(self.settings, group)
         leave_group_on_stop()
@@ -277,10 +297,14 @@ class Alerting:
             return
         self.reading.read(partition, offset)
         alert_id, account_id = alert["id"], alert["account_id"]
-        if alert.get("hang_up") and alert_id not in self.hung_up:
+        created_at = alert_time(alert)
+        if alert.get("hang_up") and not self.hung_up.seen(alert_id, created_at):
             self._start(self._hang_up(alert))
         self._fan_out(partition, offset, alert)
-        if alert_id in self.handled or alert_id in self.queued:
+        if self.handled.seen(alert_id, created_at) or alert_id in self.queued:
+            if alert_id not in self.handled and alert_id not in self.queued:
+                # Older than every alert remembered: maybe handled before it was forgotten, so never sent.
+                self.metrics.deliveries.labels("stale").inc()
             self.reading.settle(partition, offset)
             return
         account = self.accounts.accounts.get(account_id)
@@ -288,7 +312,7 @@ class Alerting:
             self._skip(partition, offset, alert, "no_webhook_url", "skipped")
         elif not self.queues.room(account_id):
             self._skip(partition, offset, alert, "queue_full", "queue_full")
-        elif not self.budget.admit(account_id, alert_id, parse_ms(alert["created_at"]) or 0):
+        elif not self.budget.admit(account_id, alert_id, created_at):
             self._skip(partition, offset, alert, "rate_limited", "rate_limited")
         else:
             self.queues.offer(account_id, Pending(partition, offset, alert))
@@ -301,10 +325,10 @@ class Alerting:
         account = self.accounts.accounts.get(alert["account_id"])
         if account is None:
             return
-        created_at = parse_ms(alert["created_at"]) or 0
+        created_at = alert_time(alert)
         for plan in fan_out(on_plan(account.channels, account.plan), alert["severity"], self.available):
             message = Message(partition, offset, alert, plan.channel, plan.to)
-            if message.key in self.sent or message.key in self.sending:
+            if self.sent.seen(message.key, created_at) or message.key in self.sending:
                 continue
             if not isinstance(plan, Send):
                 self._skip_message(message, plan.reason)
@@ -330,17 +354,20 @@ class Alerting:
             "reason": reason,
         }
         self.reading.hold(message.partition, message.offset)
-        self._write(message.partition, message.offset, record)
+        self._write(message.partition, message.offset, record, alert_time(message.alert))
         self.metrics.channel_messages.labels(message.channel, f"skipped_{reason}").inc()
 
     def _skip(self, partition: TopicPartition, offset: int, alert: dict[str, Any], reason: str, label: str) -> None:
         record = {"alert_id": alert["id"], "account_id": alert["account_id"], "kind": "delivery.skipped"}
-        self._write(partition, offset, {**record, "reason": reason})
+        self._write(partition, offset, {**record, "reason": reason}, alert_time(alert))
         self.metrics.deliveries.labels(label).inc()
 
-    def _write(self, partition: TopicPartition, offset: int, record: dict[str, Any]) -> asyncio.Task[None]:
-        """Append an alert's first delivery record; its offset is settled once the broker acknowledges it."""
-        self._note(record)
+    def _write(
+        self, partition: TopicPartition, offset: int, record: dict[str, Any], created_at: int
+    ) -> asyncio.Task[None]:
+        """Append an alert's first delivery record (its alert created at `created_at`); its offset is settled
+        once the broker acknowledges it."""
+        self._note(record, created_at)
         task = asyncio.create_task(self._record(record))
         self.writes.add(task)
 
@@ -388,11 +415,11 @@ class Alerting:
 
     async def _hang_up(self, alert: dict[str, Any]) -> None:
         """End the gated call the alert names: the attempt on record first, so it is never asked twice."""
-        self.hung_up.add(alert["id"])
+        self.hung_up.add(alert["id"], alert_time(alert))
         base = {"alert_id": alert["id"], "account_id": alert["account_id"]}
         await self._record({**base, "kind": "hangup.attempt", "call_sid": alert["hang_up"]})
         assert self.carrier is not None, "run() opens it before the first alert is read"
-        outcome = await hang_up(self.carrier, self.settings, alert["hang_up"])
+        outcome = await hang_up(self.carrier, self.settings, self._hang_up_credentials(alert), alert["hang_up"])
         label = "ended" if outcome.ok else outcome.error or "failed"
         self.metrics.hang_ups.labels(label).inc()
         log.info("hang-up", extra={"alert_id": alert["id"], "outcome": label, "ms": outcome.duration_ms})
@@ -405,6 +432,19 @@ class Alerting:
             "duration_ms": outcome.duration_ms,
         }
         await self._record(outcome_record)
+
+    def _hang_up_credentials(self, alert: dict[str, Any]) -> Credentials | None:
+        """The carrier account the alert's signed form named, with its number's auth token opened now (or
+        the deployment's for the same account); None makes the attempt `unconfigured`, with no request."""
+        account = self.accounts.accounts.get(alert["account_id"])
+        gate = account.gates.get(str(alert["data"].get("number", ""))) if account is not None else None
+        token = ""
+        if gate is not None and gate.carrier_auth_token:
+            try:
+                token = self.sealer.open(gate.carrier_auth_token)
+            except SecretKeyProblem as exc:
+                log.warning("cannot open a carrier auth token", extra={"alert_id": alert["id"], "error": str(exc)})
+        return hang_up_credentials(str(alert.get("carrier_account_sid") or ""), token, deployment(self.settings))
 
     async def _send(self, account_id: str, message: Message) -> None:
         """One email, text or voice message: its attempt on record first, then the send, then its outcome."""
@@ -419,7 +459,7 @@ class Alerting:
                 "to": message.to,
             }
             attempt = {**base, "kind": "channel.attempt", "created_at": alert["created_at"]}
-            await self._write(message.partition, message.offset, attempt)
+            await self._write(message.partition, message.offset, attempt, alert_time(alert))
             answered = await self._transmit(message)
             label = "delivered" if answered.ok else answered.error or "failed"
             self.metrics.channel_messages.labels(message.channel, label).inc()
@@ -467,14 +507,13 @@ class Alerting:
             url = account.alert_webhook_url if account is not None else None
             base = {"alert_id": alert["id"], "account_id": account_id}
             if account is None or not url:
-                await self._write(
-                    pending.partition, pending.offset, {**base, "kind": "delivery.skipped", "reason": "no_webhook_url"}
-                )
+                skipped = {**base, "kind": "delivery.skipped", "reason": "no_webhook_url"}
+                await self._write(pending.partition, pending.offset, skipped, alert_time(alert))
                 self.metrics.deliveries.labels("skipped").inc()
                 return
             # The alert's created_at rides on the attempt so every instance's budget can count it.
             attempt = {**base, "kind": "delivery.attempt", "created_at": alert["created_at"]}
-            await self._write(pending.partition, pending.offset, attempt)
+            await self._write(pending.partition, pending.offset, attempt, alert_time(alert))
             outcome = await deliver(
                 session, url, envelope_bytes(alert), signing_secrets(account, now_ms(), self.sealer), self.policy
             )

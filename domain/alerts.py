@@ -42,8 +42,10 @@ class Alert(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=Fa
     severity: str
     subject: str
     data: dict[str, Any]
-    # The carrier's id of a gated call the alerting role ends (`hung_up: true`); never in the envelope.
+    # The carrier's id of a gated call the alerting role ends (`hung_up: true`), and the carrier account
+    # (`AccountSid`) of the signed form that reported it; never in the envelope.
     hang_up: str | None = None
+    carrier_account_sid: str | None = None
 
     def envelope(self) -> dict[str, Any]:
         """The body receivers get (docs/api.md)."""

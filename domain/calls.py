@@ -16,7 +16,7 @@ import msgspec
 
 from domain import live
 from domain.alerts import Alert, make_alert, with_prior
-from domain.events import AnyEvent, CallEnded, CallStarted, GateForwarded, GatePressed, Tick, Turn
+from domain.events import KEY_CREDENTIAL, AnyEvent, CallEnded, CallStarted, GateForwarded, GatePressed, Tick, Turn
 from domain.facts import (
     CallDecided,
     CallRefused,
@@ -92,11 +92,17 @@ class CallState(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag
     gate_passed: bool = False
     # Which source's end closed the record (`api`, or `gate` for the carrier's status callback).
     ended_by: str | None = None
-    # A gated call whose first alert-level live flag ends it through the carrier (`hang_up_suspicious`).
+    # A gated call whose first alert-level live flag ends it through the carrier (`hang_up_suspicious`),
+    # and the carrier account of its signed form; without one no hang-up is asked (a state from before
+    # hang-ups needed a signature, too).
     hang_up: bool = False
+    carrier_account_sid: str | None = None
     # How far behind its own clock the platform reported the call's latest start or turn (the edge's
     # receipt time minus the event's `at`): a sweep waits as long before it ticks the call (`tick_after`).
     reported_late_ms: int = 0
+    # The weakest credential among the events that moved its scores while it was open: `key` unless a path
+    # token posted its start or a later event of it (its settled fact then weighs less network-wide).
+    credential: str = KEY_CREDENTIAL
 
     @property
     def answer(self) -> ScoreResult:
@@ -144,6 +150,8 @@ def fold(state: Stored | None, event: AnyEvent, context: StartContext, rules: Ru
         return Outcome(200, None, forward=state.alias_of)
     if state is None and context.alias is not None and context.alias != event.call_id:
         return Outcome(200, None, state=Alias(context.alias), forward=context.alias)
+    if isinstance(state, CallState):
+        state = weakest_credential(state, event.credential)
     if isinstance(event, CallStarted):
         return start(state, event, context, rules)
     if state is None:
@@ -157,6 +165,14 @@ def fold(state: Stored | None, event: AnyEvent, context: StartContext, rules: Ru
     if isinstance(event, Tick | Turn):
         return turn(state, event, rules)
     return Outcome(400, {"error": "invalid_type"})
+
+
+def weakest_credential(call: CallState, credential: str) -> CallState:
+    """The open call, marked as a path token's when `credential` is one: an event it posts may move the
+    call's settled score (its end, a turn's flag, the carrier's merged attrs)."""
+    if credential == KEY_CREDENTIAL or call.credential != KEY_CREDENTIAL or call.state != "open":
+        return call
+    return msgspec.structs.replace(call, credential=credential)
 
 
 def listing_entry(before: Stored | None, event: AnyEvent, outcome: Outcome) -> CallEntry | None:
@@ -221,6 +237,7 @@ def start(state: CallState | None, event: CallStarted, context: StartContext, ru
         number_created=not context.number_known,
         received_at=event.received_at or event.at,
         answer=answer,
+        credential=event.credential,
     )
     return gated_start(event, new_call(event, decided), [decided], rules)
 
@@ -251,7 +268,14 @@ def second_start(state: CallState, event: CallStarted) -> Outcome:
     # The platform and its carrier both reported this call: one record, the later source merged in.
     merged = merge_report(state, event.cost, event.cost_breakdown, event.attrs, fill_only=True)
     if gated and merged.gate_digit is None:
-        merged = msgspec.structs.replace(merged, gate_digit=event.gate_digit, hang_up=event.hang_up)
+        # Only the CallSid the carrier signed is ever ended: the platform's report names the record's.
+        signed = event.hang_up and merged.provider_call_id == event.call_id
+        merged = msgspec.structs.replace(
+            merged,
+            gate_digit=event.gate_digit,
+            hang_up=signed,
+            carrier_account_sid=event.carrier_account_sid if signed else None,
+        )
     return Outcome(200, gate_body(merged, answer) if gated else answer, state=merged)
 
 
@@ -299,6 +323,10 @@ def signals(event: CallStarted, context: StartContext, rules: ScoringRules) -> S
             # Other accounts whose own history of the caller agrees: bad last call, good calls.
             "network_bad_accounts": context.caller.bad_accounts,
             "network_good_accounts": context.caller.good_accounts,
+            # Of those, the accounts whose agreeing history came only from path tokens: they count for
+            # `scoring_network_token_weight` of an account each.
+            "network_bad_token_accounts": context.caller.bad_token_accounts,
+            "network_good_token_accounts": context.caller.good_token_accounts,
         },
     )
 
@@ -326,7 +354,9 @@ def new_call(event: CallStarted, decided: CallDecided) -> CallState:
         decision=decided,
         gate_digit=event.gate_digit,
         hang_up=event.hang_up,
+        carrier_account_sid=event.carrier_account_sid,
         reported_late_ms=reported_late(event),
+        credential=event.credential,
     )
 
 
@@ -499,6 +529,7 @@ def settled_facts(call: CallState, rules: Rules, received_at: int | None = None)
         received_at=received_at or call.ended_at,
         reason=call.reason,
         prior=call.answer.prior.last,
+        credential=call.credential,
     )
     facts: list[Fact] = [settled]
     if call.live.flags and not call.quiet:
@@ -625,7 +656,8 @@ def long_running_alert(call: CallState, at: int, raised_at: int, rules: Rules) -
 
 
 def suspicious_alert(call: CallState, raised_at: int) -> Alert:
-    """`call.suspicious`; on a gated call with `hang_up_suspicious`, the carrier's call to end with it."""
+    """`call.suspicious`; on a gated call with `hang_up_suspicious` whose form the carrier signed, the
+    carrier's call to end with it and the carrier account to ask."""
     picture = call.live
     flags = picture.flags
     first = picture.first_alert_at if picture.first_alert_at is not None else call.started_at
@@ -641,8 +673,13 @@ def suspicious_alert(call: CallState, raised_at: int) -> Alert:
         data["direction"] = "outbound"
     with_prior(data, call.answer.prior.last)
     alert = make_alert(call.account_id, "call.suspicious", call.call_id, call.started_at, raised_at, data)
-    if call.hang_up and call.provider_call_id:
-        alert = msgspec.structs.replace(alert, data={**data, "hung_up": True}, hang_up=call.provider_call_id)
+    if call.hang_up and call.provider_call_id and call.carrier_account_sid:
+        alert = msgspec.structs.replace(
+            alert,
+            data={**data, "hung_up": True},
+            hang_up=call.provider_call_id,
+            carrier_account_sid=call.carrier_account_sid,
+        )
     return alert
 
 

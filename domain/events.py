@@ -32,6 +32,16 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", gc=Fals
     at: int
     received_at: int | None = None
     plan: str = ""
+    # What posted it, as the edge authenticated it: `key` (an API key), or a token in the path, `ingest` or
+    # `gate`. A token's evidence weighs less in the network's (docs/rules.md, Network evidence); a record
+    # written before the field, or made by a worker (a tick), is a key's.
+    credential: str = "key"
+
+
+# An event's `credential`: an API key's, or a path token's (the account's ingest token, a number's gate token).
+KEY_CREDENTIAL = "key"
+INGEST_CREDENTIAL = "ingest"
+GATE_CREDENTIAL = "gate"
 
 
 class CallStarted(Event, frozen=True, kw_only=True, tag="call.started"):
@@ -53,9 +63,11 @@ class CallStarted(Event, frozen=True, kw_only=True, tag="call.started"):
     # The gate's keypress challenge digit, drawn by the edge for a call the carrier reported; it lives in
     # the call's state and is never in a URL (docs/api.md, The carrier gate).
     gate_digit: str | None = None
-    # Set by the edge for a gated call on a number with `hang_up_suspicious` (Guard plan): the call's first
-    # alert-level live flag ends it through the carrier.
+    # Set by the edge for a gated call on a number with `hang_up_suspicious` (Guard plan) whose form the
+    # carrier signed: the call's first alert-level live flag ends it through the carrier.
     hang_up: bool = False
+    # The signed form's `AccountSid` on such a call: the carrier account the hang-up is asked of.
+    carrier_account_sid: str | None = None
 
 
 class CallEnded(Event, frozen=True, kw_only=True, tag="call.ended"):

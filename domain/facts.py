@@ -82,6 +82,8 @@ class CallDecided(Fact, frozen=True, kw_only=True, tag="call.decided"):
     number_created: bool
     received_at: int
     answer: ScoreResult
+    # The start's credential (`domain.events.Event.credential`): a path token's weighs less network-wide.
+    credential: str = "key"
 
 
 class CallRefused(Fact, frozen=True, kw_only=True, tag="call.refused"):
@@ -107,6 +109,8 @@ class CallSettled(Fact, frozen=True, kw_only=True, tag="call.settled"):
     reason: str | None = None
     # What the caller scored last time, as its start found it: `data.prior` of the alerts it raises.
     prior: LastCall | None = None
+    # The weakest credential among the events that moved the call's scores (`CallState.credential`).
+    credential: str = "key"
 
 
 class CostRaised(Fact, frozen=True, kw_only=True, tag="call.cost_raised"):

@@ -17,7 +17,7 @@ import msgspec
 from domain import keys
 from domain.calls import CallState, StartContext, Stored
 from domain.detectors import pattern_matches
-from domain.events import AnyEvent, CallStarted
+from domain.events import KEY_CREDENTIAL, AnyEvent, CallStarted
 from domain.facts import (
     AnyDelivery,
     BlockPlaced,
@@ -37,7 +37,7 @@ from domain.facts import (
     PublicBlock,
 )
 from domain.rules import DAY_MS, HOUR_MS, Rules, ScoringRules
-from domain.scoring import CallerView, History, Last, prior_bad
+from domain.scoring import CallerView, History, Last, agreed, prior_bad
 from domain.store import Store
 from domain.times import day_start_ms, format_ms
 
@@ -47,6 +47,11 @@ WINDOW_KEEP = 64
 # busy number's value, read and rewritten by each of its starts, at 48 counts.
 BUCKET_DAYS = 2
 PATTERNS_KEEP = 64
+# An account's own history of a caller keeps, beside it, the part its API keys posted once a path token has
+# posted too (without it, all of the history is its keys'): what its network agreement counts in full
+# (docs/rules.md, Network evidence). Only what `_agreement` reads and the folds into it write is kept there.
+KEYED = "keyed"
+KEYED_FIELDS = ("calls", "good", "bad", "above", "settled", "start", "first")
 # msgspec analyses a generic type on every convert: 2.3 us for an empty list, 1.3 with the alias kept.
 _PATTERNS = list[PatternActive]
 
@@ -95,15 +100,17 @@ class FeatureView:
         imported = self.store.get(K.imported(account, caller))
         mine = own.plus(_history(imported)) if imported else own
         history = network.plus(_history(imported)) if imported else network
-        agree, needed = h.get("agree") or {}, self.rules.network_agree_accounts
-        own_bad, own_good, own_above = self._agreement(own_row)
-        bad_accounts = agree.get("bad", 0) - own_bad
-        good_accounts = agree.get("good", 0) - own_good
-        above_accounts = agree.get("above", 0) - own_above
+        rules, needed = self.rules, self.rules.network_agree_accounts
+        agree, token = h.get("agree") or {}, h.get("token_agree") or {}
+        (own_bad, own_good, own_above), (token_bad, token_good, token_above) = self._agreements(own_row)
+        # Other accounts that agree, and of them those whose agreement only path tokens' events make.
+        bad = (agree.get("bad", 0) - own_bad, token.get("bad", 0) - token_bad)
+        good = (agree.get("good", 0) - own_good, token.get("good", 0) - token_good)
+        above = (agree.get("above", 0) - own_above, token.get("above", 0) - token_above)
         evidence = msgspec.structs.replace(
             mine,
-            good=mine.good + (network.good - own.good if good_accounts >= needed else 0),
-            above=mine.above + (network.above - own.above if above_accounts >= needed else 0),
+            good=mine.good + (network.good - own.good if agreed(*good, rules) else 0),
+            above=mine.above + (network.above - own.above if agreed(*above, rules) else 0),
         )
         others = [at for at, reached in h.get("firsts", []) if reached != account]
         seen = [at for at in (own_row["first"] if own_row else None, *others[needed - 1 : needed]) if at is not None]
@@ -111,9 +118,11 @@ class FeatureView:
         return CallerView(
             history=history,
             evidence=evidence,
-            network_bad=bad_accounts >= needed,
-            bad_accounts=bad_accounts,
-            good_accounts=good_accounts,
+            network_bad=agreed(*bad, rules),
+            bad_accounts=bad[0],
+            good_accounts=good[0],
+            bad_token_accounts=bad[1],
+            good_token_accounts=good[1],
             reached=reached,
             first_seen=min(seen) if seen else None,
         )
@@ -125,16 +134,42 @@ class FeatureView:
         own = _history(row)
         return prior_bad(own, self.rules), own.good > 0, own.above > 0
 
-    def _own(self, account: str, caller: str, change: Callable[[dict[str, Any]], None], h: dict[str, Any]) -> None:
-        """Apply `change` to the account's own history of the caller, and its agreement to the network's."""
+    def _agreements(self, row: dict[str, Any] | None) -> tuple[tuple[bool, bool, bool], tuple[bool, bool, bool]]:
+        """The account's agreements (`_agreement`), and which of them only its path tokens' events make: its
+        history says so, the part its API keys posted (`keyed`) does not. A row with no `keyed` part is all
+        its keys' (no token posted, or it was folded before the credential, when every fact was a key's)."""
+        said = self._agreement(row)
+        if not row or KEYED not in row:
+            return said, (False, False, False)
+        by_key = self._agreement(row[KEYED])
+        return said, (said[0] and not by_key[0], said[1] and not by_key[1], said[2] and not by_key[2])
+
+    def _own(
+        self,
+        account: str,
+        caller: str,
+        change: Callable[[dict[str, Any]], None],
+        h: dict[str, Any],
+        credential: str,
+    ) -> None:
+        """Apply `change` to the account's own history of the caller (and to its API keys' part of it, when
+        `credential` is a key's), and its agreement to the network's."""
         key = K.own(account, caller)
         row = self._raw(key)
-        before = self._agreement(row)
+        before, before_token = self._agreements(row)
+        if credential != KEY_CREDENTIAL and KEYED not in row:
+            # A token's first fact: every one folded into the row so far was an API key's.
+            row[KEYED] = {name: row[name] for name in KEYED_FIELDS if name in row}
         change(row)
+        if credential == KEY_CREDENTIAL and KEYED in row:
+            change(row[KEYED])
         self.store.put(key, row)
         agree = h.setdefault("agree", {"bad": 0, "good": 0, "above": 0})
-        for name, was, now in zip(("bad", "good", "above"), before, self._agreement(row), strict=True):
-            agree[name] += int(now) - int(was)
+        token = h.setdefault("token_agree", {"bad": 0, "good": 0, "above": 0})
+        after, after_token = self._agreements(row)
+        for i, name in enumerate(("bad", "good", "above")):
+            agree[name] += int(after[i]) - int(before[i])
+            token[name] += int(after_token[i]) - int(before_token[i])
         firsts = [f for f in h.get("firsts", []) if f[1] != account]
         # The earliest few accounts' first calls: the `needed`-th other account's is at hand whichever asks.
         keep = self.rules.network_agree_accounts + 1
@@ -317,7 +352,7 @@ class FeatureView:
             return True
         h = self._raw_history(caller)
         _decided_into(h, fact)
-        self._own(account, caller, lambda own: _decided_into(own, fact), h)
+        self._own(account, caller, lambda own: _decided_into(own, fact), h, fact.credential)
         self._count_account(h, caller, account)
         self.store.put(K.history(caller), h)
         return True
@@ -356,7 +391,7 @@ class FeatureView:
             return True
         h = self._raw_history(fact.caller)
         self._settled_into(h, fact, spam)
-        self._own(fact.account_id, fact.caller, lambda own: self._settled_into(own, fact, spam), h)
+        self._own(fact.account_id, fact.caller, lambda own: self._settled_into(own, fact, spam), h, fact.credential)
         self.store.put(K.history(fact.caller), h)
         return True
 

@@ -8,6 +8,7 @@ exactly as a platform's report of it would be.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +27,8 @@ FINAL_STATUSES = frozenset({"completed", "busy", "no-answer", "failed", "cancele
 PASSED = "TN-Validation-Passed-"
 FAILED = "TN-Validation-Failed"
 GEO = {"FromCity": "city", "FromState": "region", "FromZip": "zip", "FromCountry": "country"}
+# Twilio's account ids: it goes into the REST API's path, so anything else is no account at all.
+ACCOUNT_SID = re.compile(r"AC[0-9a-fA-F]{32}")
 
 
 def attestation(stir_verstat: str | None) -> str:
@@ -81,3 +84,15 @@ def duration_of(form: Mapping[str, str]) -> int | None:
     """The carrier's `CallDuration` in whole seconds, when it sent a plain one."""
     value = form.get("CallDuration", "")
     return int(value) if value.isdigit() and len(value) <= 9 else None
+
+
+def hang_up_account(form: Mapping[str, str], signed: bool, wanted: bool) -> str | None:
+    """The carrier account (`AccountSid`) whose call the gate may later end, or None.
+
+    Only a form whose `X-Twilio-Signature` verified with the number's own carrier auth token (`signed`)
+    names a CallSid and AccountSid the carrier vouched for; an unsigned form could name anybody's call,
+    so a number that wants hang-ups (`wanted`) gets none without its token."""
+    if not (wanted and signed):
+        return None
+    account = form.get("AccountSid", "")
+    return account if ACCOUNT_SID.fullmatch(account) else None

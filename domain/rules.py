@@ -58,6 +58,10 @@ class ScoringRules:
     prior_good_none_above: int = 70
     # Other accounts whose own history of a caller must agree before it moves a score (network evidence).
     network_agree_accounts: int = 2
+    # What an account counts for in that agreement when its agreeing history came only from path tokens
+    # (its ingest token, a gate token), never from an API key: a token lives in a URL that platforms,
+    # carriers and their logs all hold, so two leaked tokens must not speak for the network.
+    network_token_weight: float = 0.5
     neighbor_digits: int = 6
     # Points charged to a caller (`prior.points`): per alert naming it, by severity, and per live flag.
     alert_points: Mapping[str, float] = _frozen({"info": 1, "threat": 3, "critical": 5})

@@ -49,8 +49,9 @@ class CallerView(msgspec.Struct, frozen=True, gc=False):
     `history` is everything known, every account's calls and the account's imports: the answer's
     `prior`. `evidence` is what the rules may read: the account's own history, and another account's
     only where at least two other accounts agree (good calls, calls above the good bound), so one tenant
-    cannot move another tenant's score. `network_bad` is that agreement on a bad last call, and
-    `first_seen` the first time the account itself, or a second other account, saw the caller.
+    cannot move another tenant's score. An account whose agreeing history came only from path tokens
+    counts for `network_token_weight` of one (`agreed`). `network_bad` is that agreement on a bad last
+    call, and `first_seen` the first time the account itself, or a second other account, saw the caller.
     """
 
     history: History = History()
@@ -58,8 +59,19 @@ class CallerView(msgspec.Struct, frozen=True, gc=False):
     network_bad: bool = False
     bad_accounts: int = 0
     good_accounts: int = 0
+    # Of `bad_accounts` and `good_accounts`, those whose agreement rests on path tokens' events alone.
+    bad_token_accounts: int = 0
+    good_token_accounts: int = 0
     reached: int = 0
     first_seen: int | None = None
+
+
+def agreed(accounts: int, token_accounts: int, rules: ScoringRules) -> bool:
+    """Whether other accounts agree enough to move a score: `accounts` of them, `token_accounts` of which
+    agree only on what path tokens posted, each of those counting for `network_token_weight` of one."""
+    weight = accounts - token_accounts + token_accounts * rules.network_token_weight
+    # Rounded: a weight such as 0.1, ten times over, must make one account, not 0.9999999999999999.
+    return round(weight, 9) >= rules.network_agree_accounts
 
 
 def _latest(a: Last | None, b: Last | None) -> Last | None:

@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from domain.events import (
+    KEY_CREDENTIAL,
     AnyEvent,
     CallEnded,
     CallerInfo,
@@ -64,13 +65,15 @@ def invalid_field(field: str) -> InputError:
 
 @dataclass(frozen=True)
 class Stamp:
-    """What the edge adds to every event: its id, the account as of receipt, and the receipt time."""
+    """What the edge adds to every event: its id, the account as of receipt, the receipt time, and the
+    credential it came with (`domain.events.KEY_CREDENTIAL`, or a path token's)."""
 
     id: str
     account_id: str
     plan: str
     received_at: int
     trusted: frozenset[str] = frozenset()
+    credential: str = KEY_CREDENTIAL
 
 
 def text_hash(text: str) -> str:
@@ -116,6 +119,7 @@ def parse_event(body: dict[str, Any], stamp: Stamp, bounds: TimeBounds) -> AnyEv
         "account_id": stamp.account_id,
         "plan": stamp.plan,
         "received_at": stamp.received_at,
+        "credential": stamp.credential,
         "call_id": _call_id(body),
         "at": _at(body, stamp.received_at, bounds),
     }

@@ -95,8 +95,13 @@ def network_section(rules: Rules) -> list[str]:
         "counts toward `prior_bad`, `prior_good` and a caller being fresh only when at least"
         f" {rules.scoring.network_agree_accounts} other",
         "accounts agree, each counted once per caller: as many whose own last call was bad, with good calls,",
-        "or that saw the caller before. One tenant cannot move another tenant's score. `checks` shows the",
-        "network part: `network_bad_accounts`, `network_good_accounts`.",
+        "or that saw the caller before. One tenant cannot move another tenant's score. An account whose",
+        "agreeing history only its path tokens posted (its ingest token, a gate token: events record their",
+        "`credential`), never an API key, counts toward `prior_bad` and `prior_good` for"
+        f" {rules.scoring.network_token_weight} of an",
+        "account: tokens live in URLs that platforms, carriers and their logs hold. `checks` shows the network",
+        "part: `network_bad_accounts`, `network_good_accounts`, and of them the token-only",
+        "`network_bad_token_accounts`, `network_good_token_accounts`.",
         "",
     ]
 

@@ -26,6 +26,7 @@ import aiodns
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import AsyncResolver
 
+from infra.settings import Settings
 from infra.webhook_url import is_public
 
 # How long a failed name is answered as unresolvable, and how many such names are kept.
@@ -121,3 +122,13 @@ class PublicResolver(AbstractResolver):
 
     async def close(self) -> None:
         await self.inner.close()
+
+
+def resolver_for(settings: Settings) -> PublicResolver:
+    """The deployment's outbound resolver, for alert deliveries and the gate's forwards alike: both go where
+    a webhook may go, so both read the webhook DNS settings (a name that just failed, for the same while)."""
+    return PublicResolver(
+        settings.webhook_dns_timeout_s,
+        settings.webhook_allow_private,
+        negative_ttl_s=settings.webhook_dns_negative_ttl_s,
+    )

@@ -156,6 +156,9 @@ class Settings:
     webhook_queue_limit: int = 1000
     # Alerts one account may have delivered per minute of their `created_at`; past it `rate_limited`.
     alerts_per_minute: int = 60
+    # Alerts (and messages, and hang-ups) the alerting role remembers as handled, the oldest by `created_at`
+    # forgotten first (domain/seen.py): one older than every alert kept counts as handled, never sent twice.
+    alerting_seen_max: int = 100_000
     # The carrier gate (docs/api.md, The carrier gate). `public_url` is the scheme and host the carrier
     # reaches the edge by (`https://screen.example.com`), when a TLS terminator or proxy stands between:
     # X-Twilio-Signature signs the URL the carrier called. Empty: the URL the edge received.

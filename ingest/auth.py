@@ -8,6 +8,7 @@ from aiohttp import web
 
 from domain import ids
 from domain.accounts import Account, AccountsView
+from domain.events import INGEST_CREDENTIAL, KEY_CREDENTIAL
 from ingest.errors import ApiError
 
 
@@ -20,6 +21,11 @@ class Principal:
     @property
     def can_write(self) -> bool:
         return self.scope in ("full", "ingest")
+
+    @property
+    def credential(self) -> str:
+        """What the events it posts record as their credential: the ingest token's, or an API key's."""
+        return INGEST_CREDENTIAL if self.scope == "ingest" else KEY_CREDENTIAL
 
 
 def key_from_headers(request: web.Request) -> str | None:

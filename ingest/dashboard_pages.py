@@ -209,6 +209,18 @@ async def number_remove(request: web.Request) -> web.Response:
     raise web.HTTPSeeOther(f"{PREFIX}/live-events")
 
 
+def carrier_token_given(form: dict[str, str]) -> str | None:
+    """The gate form's carrier auth token: a new one replaces, "clear" empties it, neither keeps it (the
+    page never shows a stored token, so an empty field means "unchanged"). Sealed by `append_change`."""
+    token = form.get("carrier_auth_token", "").strip()
+    clear = form.get("carrier_auth_token_clear") == "on"
+    if token and clear:
+        raise PageError(400, "Either enter a new carrier auth token or clear it, not both.")
+    if clear:
+        return ""
+    return token or None
+
+
 async def gate_set(request: web.Request) -> web.Response:
     me = signed_in(request)
     form = await form_of(request, me)
@@ -222,7 +234,7 @@ async def gate_set(request: web.Request) -> web.Response:
         forward_url,
         form.get("review") or None,
         form.get("unavailable") or None,
-        None,
+        carrier_token_given(form),
         form.get("hang_up_suspicious") == "on",
     )
     await append_change(request, change)

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from infra.resolver import PublicResolver
+from infra.resolver import resolver_for
 from infra.settings import Settings
 from infra.webhook_url import DEFAULT_PORT, target_allowed, tls_context
 from ingest.twiml import is_xml
@@ -130,7 +130,7 @@ class Forwarder:
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
             settings = self.settings
-            resolver = PublicResolver(settings.webhook_dns_timeout_s, settings.webhook_allow_private)
+            resolver = resolver_for(settings)
             # No total cap: the shares bound what is in flight, and a total would be one pool that any
             # account's hung forwards could fill. The per-host cap is the host share's, so the connector
             # never queues a forward the shares let through.

@@ -25,7 +25,15 @@ from twilio.request_validator import RequestValidator
 
 from domain import gate, ids, keys
 from domain.accounts import Account, Gate
-from domain.events import AnyEvent, CallEnded, CallStarted, GateForwarded, GatePressed, event_type
+from domain.events import (
+    GATE_CREDENTIAL,
+    AnyEvent,
+    CallEnded,
+    CallStarted,
+    GateForwarded,
+    GatePressed,
+    event_type,
+)
 from domain.validation import Stamp, TimeBounds, parse_event
 from infra.clock import now_ms
 from infra.sealing import Sealer, SecretKeyProblem, sealer_for
@@ -49,13 +57,15 @@ def is_gate_path(path: str) -> bool:
 
 @dataclass(frozen=True)
 class GateRequest:
-    """An authenticated carrier request: whose number it is, its gate settings and its form."""
+    """An authenticated carrier request: whose number it is, its gate settings and its form, and whether
+    the form's `X-Twilio-Signature` verified with the number's carrier auth token (`signed`)."""
 
     account: Account
     number: str
     settings: Gate
     form: dict[str, str]
     raw: bytes
+    signed: bool = False
 
 
 class GateKeys:
@@ -96,6 +106,7 @@ async def gate_request(request: web.Request) -> GateRequest:
     raw = await request.read()
     form = {name: str(value) for name, value in (await request.post()).items()}
     settings = account.gates.get(number, Gate())
+    signed = False
     if settings.carrier_auth_token:
         try:
             auth_token = request.app[GATE_KEYS].open(edge, settings.carrier_auth_token)
@@ -105,12 +116,14 @@ async def gate_request(request: web.Request) -> GateRequest:
         url = signed_url(request, edge.settings.public_url)
         if not RequestValidator(auth_token).validate(url, form, request.headers.get(SIGNATURE, "")):
             raise ApiError(403, "invalid_signature")
+        signed = True
     edge.charge_bytes(account.id, len(raw))
-    return GateRequest(account, number, settings, form, raw)
+    return GateRequest(account, number, settings, form, raw, signed)
 
 
 def stamp_for(account: Account) -> Stamp:
-    return Stamp(uuid.uuid4().hex, account.id, account.plan, now_ms(), account.trusted)
+    """A gated event's stamp: what the carrier posts comes with the number's gate token, a path token."""
+    return Stamp(uuid.uuid4().hex, account.id, account.plan, now_ms(), account.trusted, GATE_CREDENTIAL)
 
 
 def bounds(edge: Edge) -> TimeBounds:
@@ -153,6 +166,7 @@ async def forward(request: web.Request, call: GateRequest, score: str, action: s
         at=at,
         received_at=at,
         plan=call.account.plan,
+        credential=GATE_CREDENTIAL,
         host=urlsplit(url).hostname or "",
         duration_ms=done.duration_ms,
         failed=done.body is None,
@@ -191,8 +205,13 @@ async def incoming(request: web.Request) -> web.Response:
     event = parse_event(gate.started_body(call.form, call.number), stamp_for(call.account), bounds(edge))
     assert isinstance(event, CallStarted)
     # Drawn here, kept in the call's state by its fold, and sent only to the carrier's caller.
-    hang_up = call.settings.hang_up_suspicious and call.account.plan == "guard"
-    event = msgspec.structs.replace(event, gate_digit=str(secrets.randbelow(10)), hang_up=hang_up)
+    digit = str(secrets.randbelow(10))
+    # Only a CallSid the carrier signed may be hung up later, and only under the signed form's AccountSid.
+    wanted = call.settings.hang_up_suspicious and call.account.plan == "guard"
+    account_sid = gate.hang_up_account(call.form, call.signed, wanted)
+    event = msgspec.structs.replace(
+        event, gate_digit=digit, hang_up=account_sid is not None, carrier_account_sid=account_sid
+    )
     reply = await asked(request, call, event)
     if reply is None:
         return await unavailable(request, call)
@@ -232,6 +251,7 @@ async def challenge(request: web.Request) -> web.Response:
         at=at,
         received_at=at,
         plan=call.account.plan,
+        credential=GATE_CREDENTIAL,
         digits=keys_pressed(call.form.get("Digits", "")),
     )
     reply = await asked(request, call, event)

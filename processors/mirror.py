@@ -31,6 +31,10 @@ from infra.settings import Settings
 
 log = logging.getLogger(__name__)
 BATCH_S = 0.02
+# Ids of own facts kept until read back. Each is read back within a batch or two; a fact that never is (its
+# append failed) must not stay for the worker's life. Forgetting one costs only its read-back, applied
+# again, which changes nothing: every apply is idempotent by fact id.
+OWN_UNREAD_KEEP = 16_384
 
 
 class _Identified(msgspec.Struct):
@@ -55,8 +59,9 @@ class FactMirror:
         self.positions: dict[TopicPartition, int] = {}
         self.moved = asyncio.Condition()
         self.consumer: AIOKafkaConsumer | None = None
-        # Ids of the facts `own` applied and the consumer has not read back yet.
-        self._own_unread: set[str] = set()
+        # Ids of the facts `own` applied and the consumer has not read back yet, the oldest first, at most
+        # `OWN_UNREAD_KEEP` (a dict: an ordered set).
+        self._own_unread: dict[str, None] = {}
         # End offsets come from a consumer that never fetches: a broker answers a connection's requests in
         # order, so asking the following consumer would wait out its long poll.
         self.offsets: AIOKafkaConsumer | None = None
@@ -114,7 +119,9 @@ class FactMirror:
         an uncommitted event's refold applies again.
         """
         self.view.apply(fact)
-        self._own_unread.add(fact.id)
+        self._own_unread[fact.id] = None
+        if len(self._own_unread) > OWN_UNREAD_KEEP:
+            del self._own_unread[next(iter(self._own_unread))]
 
     def apply(self, topic: str, raw: bytes) -> None:
         try:
@@ -133,7 +140,7 @@ class FactMirror:
         fact_id = _fact_id.decode(raw).id
         if fact_id not in self._own_unread:
             return False
-        self._own_unread.discard(fact_id)
+        del self._own_unread[fact_id]
         return True
 
     def _check(self) -> None:

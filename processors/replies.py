@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from typing import Any
 
 from infra import frames
@@ -12,12 +13,17 @@ from processors.appender import Appender
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 1.0
+# Edges' connections kept open. Each edge start listens on a new ephemeral port, so the addresses asked grow
+# with every edge restart; the least recently used goes first (closed: at worst one reconnect).
+WRITERS_KEEP = 64
 
 
 class ReplyChannels:
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, keep: int = WRITERS_KEEP) -> None:
         self.token = token
-        self.writers: dict[str, asyncio.StreamWriter] = {}
+        self.keep = keep
+        # By address, the least recently used first.
+        self.writers: OrderedDict[str, asyncio.StreamWriter] = OrderedDict()
 
     async def send(self, address: str, message: dict[str, Any]) -> bool:
         """Write one answer to the edge at `address`; False when it cannot be reached (use the topic)."""
@@ -25,6 +31,8 @@ class ReplyChannels:
             writer = self.writers.get(address)
             if writer is None or writer.is_closing():
                 writer = await self._connect(address)
+            else:
+                self.writers.move_to_end(address)
             writer.write(frames.encode(message))
             await writer.drain()
             return True
@@ -40,6 +48,10 @@ class ReplyChannels:
         _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), CONNECT_TIMEOUT_S)
         writer.write(frames.encode(frames.hello(self.token)))
         self.writers[address] = writer
+        self.writers.move_to_end(address)
+        while len(self.writers) > self.keep:
+            _, oldest = self.writers.popitem(last=False)
+            oldest.close()
         return writer
 
 

@@ -45,6 +45,8 @@ class Account:
     id: str
     plan: str = "guard"
     trusted: frozenset[str] = frozenset()
+    # What its posts come with: an API key (`key`), or a path token (`ingest`, `gate`).
+    credential: str = "key"
 
 
 def as_sent(value: Any) -> Any:
@@ -71,7 +73,9 @@ class Harness:
 
     def post(self, account: Account, body: dict[str, Any], received_at: int) -> tuple[int, Any]:
         """What the edge answers a POST of `body` (as the worker's fold would answer it)."""
-        stamp = Stamp(f"{next(self._ids):032x}", account.id, account.plan, received_at, account.trusted)
+        stamp = Stamp(
+            f"{next(self._ids):032x}", account.id, account.plan, received_at, account.trusted, account.credential
+        )
         try:
             event = parse_event(body, stamp, TimeBounds.of(self.rules.limits))
         except InputError as refused:

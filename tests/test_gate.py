@@ -294,9 +294,13 @@ async def test_three_bad_forwards_to_a_host_raise_one_platform_degraded(
 async def test_a_suspicious_gated_call_is_hung_up_once_through_the_carrier(
     gate_service: RunningService, platform: Platform, carrier: Carrier, http: aiohttp.ClientSession
 ) -> None:
-    gate = await gated(gate_service, http, forward_url=f"{platform.url}/voice", hang_up_suspicious=True)
+    gate = await gated(
+        gate_service, http, forward_url=f"{platform.url}/voice", hang_up_suspicious=True, carrier_auth_token=AUTH_TOKEN
+    )
     call_sid = sid()
-    status, _, root = await post_form(http, gate.url, voice_form(call_sid, StirVerstat="TN-Validation-Passed-A"))
+    form = voice_form(call_sid, StirVerstat="TN-Validation-Passed-A")
+    signed = {"X-Twilio-Signature": RequestValidator(AUTH_TOKEN).compute_signature(gate.url, form)}
+    status, _, root = await post_form(http, gate.url, form, signed)
     assert (status, verbs(root)) == (200, ["Connect"])
     # The platform reports the call's turns: six interruptions within a minute, a barge storm (alert-level).
     for _ in range(7):
@@ -308,11 +312,13 @@ async def test_a_suspicious_gated_call_is_hung_up_once_through_the_carrier(
     assert alert["data"]["hung_up"] is True
     assert alert["data"]["call_id"] == call_sid
     assert "barge_storm" in alert["data"]["flags"]
+    # The number's own carrier account (the signed form's AccountSid) and auth token, not the deployment's.
     asked = [r for r in carrier.received if call_sid in r[0]]
+    account_sid = form["AccountSid"]
     assert asked == [
         (
-            f"/2010-04-01/Accounts/{CARRIER_ACCOUNT_SID}/Calls/{call_sid}.json",
-            aiohttp.encode_basic_auth(CARRIER_ACCOUNT_SID, CARRIER_AUTH_TOKEN),
+            f"/2010-04-01/Accounts/{account_sid}/Calls/{call_sid}.json",
+            aiohttp.encode_basic_auth(account_sid, AUTH_TOKEN),
             {"Status": "completed"},
         )
     ]

@@ -145,6 +145,8 @@ async def test_installed_run_starts_its_kafka_and_answers_a_call(
                 "network_accounts": 0,
                 "network_bad_accounts": 0,
                 "network_good_accounts": 0,
+                "network_bad_token_accounts": 0,
+                "network_good_token_accounts": 0,
             },
             "prior": {"points": 0, "calls": 0, "good": 0, "last": None},
         }

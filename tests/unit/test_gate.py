@@ -217,11 +217,24 @@ def barge(event_id: str, second: int) -> Interruption:
     )
 
 
-@pytest.mark.parametrize("hang_up", [True, False])
-def test_the_first_alert_level_flag_on_a_gated_call_names_the_call_to_end(hang_up: bool) -> None:
+ACCOUNT_SID = "AC" + "2" * 32
+
+
+@pytest.mark.parametrize(
+    ("hang_up", "account_sid", "ended"),
+    [
+        (True, ACCOUNT_SID, True),
+        # A state from before hang-ups needed a signed form: no carrier account, so nothing is ended.
+        (True, None, False),
+        (False, None, False),
+    ],
+)
+def test_the_first_alert_level_flag_on_a_gated_call_names_the_call_to_end(
+    hang_up: bool, account_sid: str | None, ended: bool
+) -> None:
     view = FeatureView(MemoryStore(), RULES.scoring)
-    start = fold(None, msgspec.structs.replace(gated_start("ev-1"), hang_up=hang_up), view)
-    state = start.state
+    started = msgspec.structs.replace(gated_start("ev-1"), hang_up=hang_up, carrier_account_sid=account_sid)
+    state = fold(None, started, view).state
     raised = []
     for n in range(7):
         outcome = fold(state, barge(f"ev-b{n}", n), view)
@@ -229,7 +242,7 @@ def test_the_first_alert_level_flag_on_a_gated_call_names_the_call_to_end(hang_u
         raised += outcome.alerts
     (alert,) = raised
     assert alert.type == "call.suspicious"
-    assert alert.data.get("hung_up") is (True if hang_up else None)
-    assert alert.hang_up == ("CA01" if hang_up else None)
-    # The carrier's id stays out of what receivers get.
-    assert "hang_up" not in alert.envelope()
+    assert alert.data.get("hung_up") is (True if ended else None)
+    assert (alert.hang_up, alert.carrier_account_sid) == (("CA01", ACCOUNT_SID) if ended else (None, None))
+    # The carrier's ids stay out of what receivers get.
+    assert "hang_up" not in alert.envelope() and "carrier_account_sid" not in alert.envelope()

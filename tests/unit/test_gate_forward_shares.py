@@ -12,7 +12,9 @@ import pytest
 import trustme
 from aiohttp import web
 
+from infra.resolver import PublicResolver, resolver_for
 from infra.settings import Settings
+from ingest import forward
 from ingest.forward import ACCOUNT_FULL, HOST_FULL, Forwarder, ShareFull, Shares, Slots, host_key
 from tests.receiver import https_site
 
@@ -151,3 +153,25 @@ async def test_a_hung_platform_fills_its_accounts_share_and_no_other(tmp_path: P
             await asyncio.gather(*hung, return_exceptions=True)
             await forwarder.close()
     assert (len(forwarder.slots.accounts), len(forwarder.slots.hosts)) == (0, 0)
+
+
+async def test_the_forwards_resolver_reads_the_webhook_dns_settings_as_deliveries_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A name that just failed fails again at once for `webhook_dns_negative_ttl_s`, on the gate's forwards
+    as on alert deliveries: both take their resolver from `infra.resolver.resolver_for`."""
+    made: list[PublicResolver] = []
+
+    def kept(settings: Settings) -> PublicResolver:
+        made.append(resolver_for(settings))
+        return made[-1]
+
+    monkeypatch.setattr(forward, "resolver_for", kept)
+    settings = Settings(webhook_dns_timeout_s=0.7, webhook_dns_negative_ttl_s=7.5, webhook_allow_private=True)
+    forwarder = Forwarder(settings)
+    try:
+        forwarder.session()
+        forwarder.session()
+    finally:
+        await forwarder.close()
+    assert [(r.timeout_s, r.negative_ttl_s, r.allow_private) for r in made] == [(0.7, 7.5, True)]
