@@ -86,7 +86,7 @@ async def dashboard_frame(request: web.Request, handler: Handler) -> web.StreamR
     try:
         response = await handler(request)
     except web.HTTPRedirection as redirect:
-        response = redirect
+        response = plain_redirect(redirect)
     except PageError as exc:
         response = error_page(request, exc.status, exc.message)
     except ApiError as exc:
@@ -102,6 +102,14 @@ async def dashboard_frame(request: web.Request, handler: Handler) -> web.StreamR
         response = error_page(request, 500, "Something went wrong on our side. Try again in a moment.")
     for name, value in SECURITY_HEADERS.items():
         response.headers[name] = value
+    return response
+
+
+def plain_redirect(redirect: web.HTTPRedirection) -> web.Response:
+    """The redirect a page raised, as a response: aiohttp deprecates answering with the exception itself."""
+    response = web.Response(status=redirect.status, headers={"Location": redirect.headers["Location"]})
+    for name, morsel in redirect.cookies.items():
+        response.cookies[name] = morsel
     return response
 
 
