@@ -70,7 +70,7 @@ test: $(STAMP) $(BROWSER_STAMP) lint
 # in data/test-reports/broker-kills.json).
 faults: $(STAMP)
 	CALLSCREEN_TEST_FAULT_KILLS=50 $(BIN)/pytest -q -m faults tests/hostile/test_fault_kills.py
-	CALLSCREEN_TEST_BROKER_KILLS=50 $(BIN)/pytest -q -s -m faults tests/test_broker_cluster.py
+	CALLSCREEN_TEST_BROKER_KILLS=50 CALLSCREEN_TEST_BROKER_KILL_WINDOW_S=30 $(BIN)/pytest -q -s -m faults tests/test_broker_cluster.py
 
 # Read-your-writes at full strength: 2,000 calls from 8 clients, three runs.
 soak: $(STAMP)

@@ -2,7 +2,7 @@
 min.insync.replicas 2 for every topic it makes, and a broker SIGKILLed under load.
 
 Starts stream in at a steady rate (`RATE` a second, each its own call, over 20 protected numbers) from
-10 s before the first kill (the baseline) to the end. Each kill takes a broker down without a controlled
+`BASELINE_S` before the first kill (the baseline) to the end. Each kill takes a broker down without a controlled
 shutdown (the first: the leader of the events topic's partition 0; later ones go round the leaders of the
 other partitions, the group coordinator among them when it leads one), posting goes on for `WINDOW_S`,
 the broker starts again on its own log, and it must rejoin the ISR of every partition. Then:
@@ -41,11 +41,12 @@ pytestmark = [pytest.mark.pipeline, pytest.mark.slow, pytest.mark.faults, pytest
 
 KILLS = int(os.environ.get("CALLSCREEN_TEST_BROKER_KILLS", "1"))
 # Seconds of posting after each kill before the broker starts again: the window the p99 is taken over.
-WINDOW_S = float(os.environ.get("CALLSCREEN_TEST_BROKER_KILL_WINDOW_S", "30"))
+# `make faults` takes the issue's 30 s; the short form in `make test` proves the same things in 15.
+WINDOW_S = float(os.environ.get("CALLSCREEN_TEST_BROKER_KILL_WINDOW_S", "15"))
 # Starts a second. At 50 the service on three brokers sharing two cores was past its capacity before any
 # kill (most answers 503 in the baseline), which leaves nothing for a kill to show; at 20 it keeps up.
 RATE = float(os.environ.get("CALLSCREEN_TEST_BROKER_RATE", "20"))
-BASELINE_S = 10.0
+BASELINE_S = 6.0
 # How much longer than the window a busy machine may take to answer 200 with the broker down.
 RECOVERY_GRACE_S = 60.0
 # The bound the issue names for answers after a kill: recorded, never asserted.
