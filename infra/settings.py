@@ -95,10 +95,13 @@ class Settings:
     answer_deadline_s: float = 2.0
     # Index rows a listing question reads in one partition before it answers a short page that says where
     # it stopped: a filter that matches nothing cannot hold the worker's loop through 400 days of rows.
-    query_scan_max_rows: int = 2000
+    query_scan_max_rows: int = 500
     # Answered questions not yet acknowledged, counted apart from the folds' (`worker_unacknowledged_max`):
     # past it the questions wait, never the folds.
     query_unacknowledged_max: int = 1024
+    # The share of a worker's event loop that answering questions may take; the folds keep the rest however
+    # many questions wait (processors/loop_share.py). Past it, the questions wait out the edge's deadline.
+    query_loop_share: float = 0.25
     # The longest a broker holds a fetch that finds nothing new; one that finds a record returns at once.
     fetch_max_wait_ms: int = 500
     # The same for the consumer a worker folds its topics with. A broker holds one fetch per connection at a

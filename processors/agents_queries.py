@@ -2,12 +2,13 @@
 
 Questions share the worker's one event loop with the folds but not their bound on unacknowledged events
 (`Settings.query_unacknowledged_max`), so a flood of questions never holds a fold back for room, nor a
-slow broker the answers. A listing reads at most `Settings.query_scan_max_rows` index rows a partition.
+slow broker the answers; and answering takes at most `Settings.query_loop_share` of the loop
+(processors/loop_share.py). A listing reads at most `Settings.query_scan_max_rows` index rows a partition.
 """
 
 from __future__ import annotations
 
-import asyncio
+import time
 
 from domain import queries
 from domain.alerts import Alert
@@ -15,6 +16,7 @@ from domain.calls import Stored
 from processors.commits import Room
 from processors.dead_letters import POISON
 from processors.feed import Feed
+from processors.loop_share import LoopShare
 from processors.parts import Parts
 
 
@@ -28,12 +30,14 @@ def register(w: Parts) -> None:
         scan_max_rows=w.settings.query_scan_max_rows,
     )
     room = Room(w.settings.query_unacknowledged_max)
+    share = LoopShare(w.settings.query_loop_share)
 
     @w.fold("queries")
     async def answer_queries(feed: Feed) -> None:
         async for record, pending in w.commits.folds(feed, "queries", room):
             if w.progress.folded("queries", record):
                 continue
+            began = time.perf_counter()
             try:
                 question = queries.decode_question(record.value)
                 status, body = queries.answer(question, record.message.partition, reads, w.rules)
@@ -43,4 +47,4 @@ def register(w: Parts) -> None:
             await w.replies.reply(record, status, body)
             # Nothing above waits while the feed holds questions (a reply's drain returns at once): without
             # this a backlog of questions was answered back to back while every fold waited for the loop.
-            await asyncio.sleep(0)
+            await share.spent(time.perf_counter() - began)
