@@ -20,6 +20,12 @@ from processors.loop_share import LoopShare
 from processors.parts import Parts
 
 
+def expired(asked_at_s: float | None, deadline_s: float) -> bool:
+    """Whether the edge that asked (its record's create time) has answered 503 already: an answer now would
+    reach no one, and a backlog of such questions kept the worker busy long after a flood had stopped."""
+    return asked_at_s is not None and time.time() - asked_at_s > deadline_s
+
+
 def register(w: Parts) -> None:
     reads = queries.Reads(
         w.view,
@@ -36,6 +42,9 @@ def register(w: Parts) -> None:
     async def answer_queries(feed: Feed) -> None:
         async for record, pending in w.commits.folds(feed, "queries", room):
             if w.progress.folded("queries", record):
+                continue
+            if expired(record.message.timestamp, w.settings.answer_deadline_s):
+                w.metrics.questions_expired.inc()
                 continue
             began = time.perf_counter()
             try:

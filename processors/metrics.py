@@ -47,6 +47,11 @@ class WorkerMetrics:
             "Memory of the worker's RocksDB budget in use: block cache and the memtables charged to it.",
             registry=self.registry,
         )
+        self.questions_expired = Counter(
+            "callscreen_questions_expired",
+            "Questions left unanswered because the edge's answer deadline had passed when their turn came.",
+            registry=self.registry,
+        )
         self.checkpoints = Counter(
             "callscreen_table_checkpoints",
             "Times the worker wrote its RocksDB memtables to disk (`table_checkpoint_s`): what a kill keeps.",

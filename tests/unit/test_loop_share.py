@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from processors.agents_queries import expired
 from processors.loop_share import LoopShare
 
 
@@ -55,3 +58,10 @@ async def test_a_long_idle_spell_never_banks_more_than_the_burst() -> None:
     clock.now += 3600.0
     await share.spent(0.06)
     assert clock.slept == [0.04]
+
+
+def test_a_question_older_than_the_answer_deadline_is_expired() -> None:
+    now = time.time()
+    assert expired(now - 2.5, 2.0)
+    assert not expired(now - 0.5, 2.0)
+    assert not expired(None, 2.0)
