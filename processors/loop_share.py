@@ -5,7 +5,8 @@ questions never stop coming they still take the loop turn about with the folds: 
 listing over a large index left the folds a fraction of the loop, and every account's starts waited out
 the edge's deadline (docs/hostile-runs.md, "Tenant isolation"). Here the time spent answering is charged
 to a bucket that refills at `share` of the wall clock; an answer that overdraws it waits until it is
-paid back, so the folds keep the rest of the loop, however many questions are queued.
+paid back, so the folds keep the rest of the loop, however many questions are queued. The credit an idle
+spell banks is small (`burst_s`): questions run back to back for no longer than a fold may wait.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ class LoopShare:
     def __init__(
         self,
         share: float,
-        burst_s: float = 0.05,
+        burst_s: float = 0.005,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
