@@ -58,8 +58,9 @@ OPERATIONS = {
 }
 # Operations that take a request body also get a negative pass: invalid bodies must be refused as documented.
 WITH_BODY = {"PATCH /v1/account", "POST /v1/events", "POST /v1/events/{token}"}
-POSITIVE_EXAMPLES = 40
-NEGATIVE_EXAMPLES = 25
+# Enough to reach every documented answer of each operation; `make fuzz` sends 10,000 requests.
+POSITIVE_EXAMPLES = 25
+NEGATIVE_EXAMPLES = 15
 REQUEST_TIMEOUT_S = 10.0
 CHECKS = [
     not_a_server_error,
