@@ -12,7 +12,8 @@ import trustme
 
 from callscreen.localkafka import LocalKafka
 from infra.ports import free_port_block
-from tests.receiver import Receiver, serving
+from tests.gate_stand_ins import CARRIER_ACCOUNT_SID, CARRIER_AUTH_TOKEN, Carrier, Platform
+from tests.receiver import Receiver, https_site, receiver_env, serving
 from tests.service import AccountKeys, RunningService, create_account, running_service
 from tests.traffic import NO_SWEEP
 
@@ -104,3 +105,37 @@ async def account(service: RunningService, http: aiohttp.ClientSession) -> Accou
 @pytest.fixture
 async def watch_account(service: RunningService, http: aiohttp.ClientSession) -> AccountKeys:
     return await create_account(service.settings, http, service.base_url, plan="watch")
+
+
+@pytest.fixture(scope="session")
+async def carrier(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Carrier]:
+    """The carrier's REST API on loopback (tests/gate_stand_ins.py); tests tell their requests apart by CallSid."""
+    stand_in = Carrier()
+    async with https_site(webhook_ca[0], stand_in.handle) as url:
+        stand_in.url = url
+        yield stand_in
+
+
+@pytest.fixture(scope="session")
+async def platform(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Platform]:
+    """A platform's voice URL on loopback, where the gate forwards calls."""
+    stand_in = Platform()
+    async with https_site(webhook_ca[0], stand_in.handle) as url:
+        stand_in.url = url
+        yield stand_in
+
+
+@pytest.fixture(scope="session")
+def gate_service(
+    kafka: str, tmp_path_factory: pytest.TempPathFactory, webhook_ca: tuple[trustme.CA, Path], carrier: Carrier
+) -> Iterator[RunningService]:
+    """A service with carrier credentials of its own (a hang-up that used them would be seen) that trusts
+    the receivers' CA: the gate's tests and the signed hang-ups' share it, each with accounts of its own."""
+    env = {
+        **receiver_env(webhook_ca[1]),
+        "CALLSCREEN_TWILIO_API_BASE": carrier.url,
+        "CALLSCREEN_TWILIO_ACCOUNT_SID": CARRIER_ACCOUNT_SID,
+        "CALLSCREEN_TWILIO_AUTH_TOKEN": CARRIER_AUTH_TOKEN,
+    }
+    with running_service(tmp_path_factory.mktemp("gate") / "data", kafka, env=env) as running:
+        yield running

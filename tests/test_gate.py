@@ -7,103 +7,27 @@ import asyncio
 import time
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
 import aiohttp
 import orjson
 import pytest
-import trustme
-from aiohttp import web
 from twilio.request_validator import RequestValidator
 
 from callscreen.admin import Admin
-from tests.receiver import https_site, receiver_env
-from tests.service import AccountKeys, RunningService, create_account, running_service, settled
+from tests.gate_stand_ins import PLATFORM_TWIML, Carrier, Platform
+from tests.service import AccountKeys, RunningService, create_account, settled
 from tests.topics import read_topic
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.slow]
 
 NUMBER = "+14155550100"
 CALLER = "+12125550142"
-# Relayed byte for byte: odd spacing and a comment survive only if nobody re-serialises it.
-PLATFORM_TWIML = (
-    b'<?xml version="1.0" encoding="UTF-8"?>\n<Response>  <Connect><Stream url="wss://agent.example/s"/></Connect>'
-    b"<!-- kept --></Response>\n"
-)
 # Callers far apart, so that no pattern (a rotating run, a prefix cluster) joins them.
 AREAS = ("212", "310", "617", "646", "718", "305", "347", "929")
 AUTH_TOKEN = "12345678901234567890123456789012"
-
-
-@dataclass
-class Platform:
-    """The platform's voice URL: `/voice` answers TwiML, `/fail` 500; `/scripted` takes its turn from
-    `script`: `fail` (500), `slow` (TwiML after 4 s) or `ok`."""
-
-    url: str = ""
-    received: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
-    script: list[str] = field(default_factory=list)
-
-    async def handle(self, request: web.Request) -> web.Response:
-        self.received.append((request.path, dict(request.headers), await request.read()))
-        turn = self.script.pop(0) if request.path == "/scripted" else request.path.strip("/")
-        if turn == "fail":
-            return web.Response(status=500)
-        if turn == "slow":
-            await asyncio.sleep(4)
-        return web.Response(body=PLATFORM_TWIML, content_type="application/xml")
-
-
-@dataclass
-class Carrier:
-    """The carrier's REST API: records each request to update a call, and answers as Twilio does."""
-
-    url: str = ""
-    received: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
-
-    async def handle(self, request: web.Request) -> web.Response:
-        form = {name: str(value) for name, value in (await request.post()).items()}
-        self.received.append((request.path, request.headers.get("Authorization", ""), form))
-        call_sid = request.path.rsplit("/", 1)[-1].removesuffix(".json")
-        return web.json_response({"sid": call_sid, "status": "completed"})
-
-
-CARRIER_ACCOUNT_SID = "AC" + "1" * 32
-CARRIER_AUTH_TOKEN = "carrier-auth-token-for-tests"
-
-
-@pytest.fixture(scope="module")
-async def carrier(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Carrier]:
-    stand_in = Carrier()
-    async with https_site(webhook_ca[0], stand_in.handle) as url:
-        stand_in.url = url
-        yield stand_in
-
-
-@pytest.fixture(scope="module")
-def gate_service(
-    kafka: str, tmp_path_factory: pytest.TempPathFactory, webhook_ca: tuple[trustme.CA, Path], carrier: Carrier
-) -> Iterator[RunningService]:
-    env = {
-        **receiver_env(webhook_ca[1]),
-        "CALLSCREEN_TWILIO_API_BASE": carrier.url,
-        "CALLSCREEN_TWILIO_ACCOUNT_SID": CARRIER_ACCOUNT_SID,
-        "CALLSCREEN_TWILIO_AUTH_TOKEN": CARRIER_AUTH_TOKEN,
-    }
-    with running_service(tmp_path_factory.mktemp("gate") / "data", kafka, env=env) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-async def platform(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Platform]:
-    stand_in = Platform()
-    async with https_site(webhook_ca[0], stand_in.handle) as url:
-        stand_in.url = url
-        yield stand_in
 
 
 @dataclass

@@ -24,13 +24,12 @@ import pytest
 import trustme
 from aiohttp import web
 
+from tests.gate_stand_ins import PLATFORM_TWIML, Platform
 from tests.receiver import https_site, receiver_env
 from tests.service import RunningService, running_service, settled
 from tests.test_gate import (
     AREAS,
-    PLATFORM_TWIML,
     Gated,
-    Platform,
     alerts_of,
     gated,
     post_form,

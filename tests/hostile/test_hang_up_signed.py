@@ -7,20 +7,20 @@ deployment's carrier credentials. Now the owner sets the number's carrier auth t
 (sealed on the accounts topic, never shown again), only a form whose `X-Twilio-Signature` verified with it
 marks its CallSid, and the carrier is asked with that form's `AccountSid` and the number's token.
 
-The real pipeline, a loopback Twilio-like REST API (tests.test_gate.Carrier) whose stand-in account
+The real pipeline, a loopback Twilio-like REST API (tests.gate_stand_ins.Carrier) whose stand-in account
 differs from the numbers' accounts, and an owner signed in to the dashboard over plain HTTP.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 import time
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -28,21 +28,17 @@ import aiohttp
 import jsonschema
 import orjson
 import pytest
-import trustme
 from twilio.request_validator import RequestValidator
 
 import schemas
 from callscreen.admin import Admin
-from tests.receiver import Receiver, https_site, receiver_env
-from tests.service import AccountKeys, RunningService, running_service, settled, wait_for_status
+from tests.gate_stand_ins import CARRIER_ACCOUNT_SID, CARRIER_AUTH_TOKEN, Carrier, Platform
+from tests.receiver import Receiver
+from tests.service import AccountKeys, RunningService, settled, wait_for_status
 from tests.test_gate import (
     AREAS,
-    CARRIER_ACCOUNT_SID,
-    CARRIER_AUTH_TOKEN,
     NUMBER,
-    Carrier,
     Gated,
-    Platform,
     alerts_of,
     post_form,
     sid,
@@ -61,37 +57,6 @@ CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 GATE_TOKEN = re.compile(r'id="new-gate-token">([^<]+)<')
 # The gate's refusal: TwiML, never JSON or HTML.
 REJECT = b"<?xml version='1.0' encoding='utf-8'?>\n<Response><Reject /></Response>"
-
-
-@pytest.fixture(scope="module")
-async def carrier(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Carrier]:
-    stand_in = Carrier()
-    async with https_site(webhook_ca[0], stand_in.handle) as url:
-        stand_in.url = url
-        yield stand_in
-
-
-@pytest.fixture(scope="module")
-async def platform(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Platform]:
-    stand_in = Platform()
-    async with https_site(webhook_ca[0], stand_in.handle) as url:
-        stand_in.url = url
-        yield stand_in
-
-
-@pytest.fixture(scope="module")
-def signed_service(
-    kafka: str, tmp_path_factory: pytest.TempPathFactory, webhook_ca: tuple[trustme.CA, Path], carrier: Carrier
-) -> Iterator[RunningService]:
-    """The deployment has carrier credentials of its own: a hang-up that used them would be seen."""
-    env = {
-        **receiver_env(webhook_ca[1]),
-        "CALLSCREEN_TWILIO_API_BASE": carrier.url,
-        "CALLSCREEN_TWILIO_ACCOUNT_SID": CARRIER_ACCOUNT_SID,
-        "CALLSCREEN_TWILIO_AUTH_TOKEN": CARRIER_AUTH_TOKEN,
-    }
-    with running_service(tmp_path_factory.mktemp("hang-up-signed") / "data", kafka, env=env) as running:
-        yield running
 
 
 @dataclass
@@ -138,15 +103,15 @@ def csrf_of(page: str) -> str:
 
 
 @pytest.fixture
-async def owner(signed_service: RunningService, http: aiohttp.ClientSession) -> AsyncIterator[Owner]:
+async def owner(gate_service: RunningService, http: aiohttp.ClientSession) -> AsyncIterator[Owner]:
     """A new Guard account's owner, who set a password from the setup link and so is signed in."""
     email = f"owner-{uuid.uuid4().hex[:8]}@hang-up.test"
-    async with Admin(signed_service.settings) as admin:
+    async with Admin(gate_service.settings) as admin:
         created = await admin.account_create("guard", "hang-up", email=email)
     account = AccountKeys(
         **{k: created[k] for k in ("account_id", "key", "key_id", "ingest_token", "signing_secret", "plan")}
     )
-    setup = signed_service.base_url + urlsplit(created["setup_url"]).path
+    setup = gate_service.base_url + urlsplit(created["setup_url"]).path
     await wait_for_status(http, "GET", setup, 200, timeout_s=2.0)
     async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as browser:
         async with browser.get(setup) as r:
@@ -154,7 +119,7 @@ async def owner(signed_service: RunningService, http: aiohttp.ClientSession) -> 
         form = {"csrf": csrf, "username": email, "password": PASSWORD, "again": PASSWORD}
         async with browser.post(setup, data=form, allow_redirects=False) as r:
             assert (r.status, r.headers["Location"]) == (303, "/dashboard")
-        yield Owner(signed_service, account, browser)
+        yield Owner(gate_service, account, browser)
 
 
 async def gate_of(owner: Owner, platform: Platform, **fields: str) -> Gated:
@@ -191,6 +156,15 @@ async def hang_up_records(service: RunningService, alert_id: str) -> list[tuple[
     ]
 
 
+_callers = itertools.count()
+
+
+def own_caller() -> str:
+    """A caller no other test's account has seen: the gate's tests share this service, and a caller's history
+    in another account would show in the alert (its `prior`)."""
+    return f"+1919555{next(_callers):04d}"
+
+
 def asked_about(carrier: Carrier, call_sid: str) -> list[tuple[str, str, dict[str, str]]]:
     return [r for r in carrier.received if call_sid in r[0]]
 
@@ -204,7 +178,7 @@ async def test_without_the_numbers_token_a_gated_call_is_never_hung_up(
     gate = await gate_of(owner, platform)
     assert "Carrier auth token · not set" in await owner.live_events()
     call_sid = sid()
-    form = voice_form(call_sid, StirVerstat="TN-Validation-Passed-A", AccountSid=CARRIER_ACCOUNT_SID)
+    form = voice_form(call_sid, own_caller(), StirVerstat="TN-Validation-Passed-A", AccountSid=CARRIER_ACCOUNT_SID)
     status, _, root = await post_form(http, gate.url, form, signature(CARRIER_AUTH_TOKEN, gate, form))
     assert (status, verbs(root)) == (200, ["Connect"])
 
@@ -235,7 +209,7 @@ async def test_a_form_signed_with_the_token_set_in_the_dashboard_is_hung_up_with
     assert record["carrier_auth_token"].startswith("fernet:") and record["hang_up_suspicious"] is True
 
     call_sid = sid()
-    form = voice_form(call_sid, StirVerstat="TN-Validation-Passed-A", AccountSid=NUMBER_ACCOUNT_SID)
+    form = voice_form(call_sid, own_caller(), StirVerstat="TN-Validation-Passed-A", AccountSid=NUMBER_ACCOUNT_SID)
     status, _, root = await post_form(http, gate.url, form, signature(auth_token, gate, form))
     assert (status, verbs(root)) == (200, ["Connect"])
 
@@ -279,11 +253,11 @@ async def test_a_forged_or_unsigned_form_gets_403_twiml_and_no_hang_up(
     auth_token = uuid.uuid4().hex
     gate = await gate_of(owner, platform, carrier_auth_token=auth_token)
     victims = [sid() for _ in range(4)]
-    unsigned = voice_form(victims[0], AccountSid=NUMBER_ACCOUNT_SID)
-    wrong_token = voice_form(victims[1], AccountSid=NUMBER_ACCOUNT_SID)
-    signed_elsewhere = voice_form(victims[2], AccountSid=NUMBER_ACCOUNT_SID)
+    unsigned = voice_form(victims[0], own_caller(), AccountSid=NUMBER_ACCOUNT_SID)
+    wrong_token = voice_form(victims[1], own_caller(), AccountSid=NUMBER_ACCOUNT_SID)
+    signed_elsewhere = voice_form(victims[2], own_caller(), AccountSid=NUMBER_ACCOUNT_SID)
     # A genuine signature, lifted from another call's form: it covers that CallSid only.
-    lifted = signature(auth_token, gate, voice_form(victims[3], AccountSid=NUMBER_ACCOUNT_SID))
+    lifted = signature(auth_token, gate, voice_form(victims[3], own_caller(), AccountSid=NUMBER_ACCOUNT_SID))
     for form, headers in [
         (unsigned, {}),
         (wrong_token, signature(CARRIER_AUTH_TOKEN, gate, wrong_token)),
@@ -301,7 +275,7 @@ async def test_a_forged_or_unsigned_form_gets_403_twiml_and_no_hang_up(
         assert asked_about(carrier, victim) == []
     assert await alerts_of(http, gate, "call.suspicious") == []
     # The refusals came from the number's token: a form signed with it still gets through.
-    form = voice_form(sid(), StirVerstat="TN-Validation-Passed-A", AccountSid=NUMBER_ACCOUNT_SID)
+    form = voice_form(sid(), own_caller(), StirVerstat="TN-Validation-Passed-A", AccountSid=NUMBER_ACCOUNT_SID)
     status, _, root = await post_form(http, gate.url, form, signature(auth_token, gate, form))
     assert (status, verbs(root)) == (200, ["Connect"])
 
@@ -331,7 +305,7 @@ async def test_a_token_cleared_since_leaves_only_the_deployments_own_account(
     gate = await gate_of(owner, platform, carrier_auth_token=auth_token)
     calls = {CARRIER_ACCOUNT_SID: sid(), NUMBER_ACCOUNT_SID: sid()}
     for index, (account_sid, call_sid) in enumerate(calls.items()):
-        caller = f"+1{AREAS[index]}5550143"
+        caller = f"+1{AREAS[index]}5550187"
         form = voice_form(call_sid, caller, StirVerstat="TN-Validation-Passed-A", AccountSid=account_sid)
         status, _, root = await post_form(http, gate.url, form, signature(auth_token, gate, form))
         assert (status, verbs(root)) == (200, ["Connect"])
