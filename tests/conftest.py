@@ -107,7 +107,7 @@ async def watch_account(service: RunningService, http: aiohttp.ClientSession) ->
     return await create_account(service.settings, http, service.base_url, plan="watch")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 async def carrier(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Carrier]:
     """The carrier's REST API on loopback (tests/gate_stand_ins.py); tests tell their requests apart by CallSid."""
     stand_in = Carrier()
@@ -116,7 +116,7 @@ async def carrier(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Carrier]
         yield stand_in
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 async def platform(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Platform]:
     """A platform's voice URL on loopback, where the gate forwards calls."""
     stand_in = Platform()
@@ -125,12 +125,13 @@ async def platform(webhook_ca: tuple[trustme.CA, Path]) -> AsyncIterator[Platfor
         yield stand_in
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def gate_service(
     kafka: str, tmp_path_factory: pytest.TempPathFactory, webhook_ca: tuple[trustme.CA, Path], carrier: Carrier
 ) -> Iterator[RunningService]:
     """A service with carrier credentials of its own (a hang-up that used them would be seen) that trusts
-    the receivers' CA: the gate's tests and the signed hang-ups' share it, each with accounts of its own."""
+    the receivers' CA, for the gate's tests and the signed hang-ups'. One a module, as long as the module:
+    kept for the whole session, its idle roles took the two cores' time from every later file."""
     env = {
         **receiver_env(webhook_ca[1]),
         "CALLSCREEN_TWILIO_API_BASE": carrier.url,
