@@ -18,7 +18,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.conn import create_conn
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from aiokafka.errors import KafkaError, NoError, TopicAlreadyExistsError, for_code
 from aiokafka.helpers import create_ssl_context
 from murmurhash2 import murmurhash2
 
@@ -283,29 +283,40 @@ async def until_answering(settings: Settings, names: list[str], timeout_s: float
 
 
 async def until_coordinator(settings: Settings, group: str, timeout_s: float = 30.0) -> None:
-    """Until the broker names `group`'s coordinator; call it before a consumer of the group starts.
+    """Until `group`'s coordinator serves the group; call it before a consumer of the group starts.
 
     A new broker makes its group offsets topic at the first lookup and refuses lookups until the group's
-    partition is led and loaded. aiokafka's consumer logs each refusal at error level, so the alerting
-    role logged `GroupCoordinatorNotAvailableError` at every first start on a new broker (the service log
-    section of docs/benchmarks.md). The principal asking must be allowed to describe the group. Only
-    quieter logs depend on it: past `timeout_s`, or refused, the consumer is left to ask on its own."""
+    partition is led; aiokafka's consumer logs each refusal at error level, so the alerting role logged
+    `GroupCoordinatorNotAvailableError` at every first start on a new broker. A named coordinator may
+    still not serve the group: until it has loaded the partition it answers a join with `NOT_COORDINATOR`,
+    and the consumer warns that it marks the coordinator dead. So this waits until describing the group
+    succeeds as well. The principal asking must be allowed to describe the group. Only quieter logs depend
+    on it: past `timeout_s`, or refused, the consumer is left to ask on its own."""
     admin = make_admin(settings)
     try:
         await asyncio.wait_for(admin.start(), timeout_s)
         deadline = asyncio.get_running_loop().time() + timeout_s
         while True:
             try:
-                await admin.find_coordinator(group)
+                await group_served(admin, group)
                 return
             except KafkaError as exc:
                 if not exc.retriable or asyncio.get_running_loop().time() > deadline:
                     raise
             await asyncio.sleep(0.1)
     except (KafkaError, TimeoutError) as exc:
-        log.warning("no coordinator named for the group yet", extra={"group": group, "error": type(exc).__name__})
+        log.warning("the group's coordinator does not serve it", extra={"group": group, "error": type(exc).__name__})
     finally:
         await admin.close()
+
+
+async def group_served(admin: AIOKafkaAdminClient, group: str) -> None:
+    """Raises the coordinator's refusal to describe `group` (`NotCoordinatorForGroupError`, ...), if any."""
+    node = await admin.find_coordinator(group)
+    [described] = await admin.describe_consumer_groups([group], group_coordinator_id=node)
+    error = for_code(described.groups[0][0])
+    if error is not NoError:
+        raise error()
 
 
 async def ensure_changelogs(settings: Settings, names: list[str], timeout_s: float = 30.0) -> None:
