@@ -50,7 +50,8 @@ def poll_records(settings: Settings) -> int:
 def make_faust_app(settings: Settings, app_id: str, datadir: Path, instance_id: str | None = None) -> faust.App:
     """A Faust app with the worker's settings (also the bench's Faust floor); a static member of its group
     under `instance_id` when one is given (`infra/membership.py`)."""
-    tune_consumer(fetch_wait_ms(settings, folding=True), settings.memory_broker)
+    whole_wait_ms = None if settings.memory_broker else settings.fetch_max_wait_ms
+    tune_consumer(fetch_wait_ms(settings, folding=True), settings.memory_broker, whole_wait_ms)
     hold_commits_at_gaps()
     leave_group_on_stop()
     extra: dict[str, Any] = {}

@@ -2,7 +2,11 @@
 
 The waits: how long an empty fetch is held, and the prefetch backoff.
 
-Faust hard-codes `fetch_max_wait_ms=1500`; the worker uses the service's setting instead. On the
+Faust hard-codes `fetch_max_wait_ms=1500`; the worker uses the service's settings instead: the short
+`worker_fetch_max_wait_ms` for a fetch that leaves out a partition (one still buffered or paused, whose
+next fetch waits for it: docs/architecture.md, "The long poll"), the long `fetch_max_wait_ms` for a fetch
+that names every partition, which the broker answers as soon as any of them has a record. An idle worker
+on the short wait alone sent fifty empty fetches a second: 5% of a core, and 5% of its broker's. On the
 in-memory development broker aiokafka's 100 ms prefetch backoff also put ~100 ms stalls into about
 3% of answers (300 sequential starts: p99 105 ms before, 18 ms after a 5 ms backoff). On Kafka the
 short backoff is harmful: the fetcher then sends a long poll that leaves out the partition still
@@ -31,22 +35,42 @@ _original = driver.AIOKafkaConsumerThread._create_worker_consumer
 MEMORY_PREFETCH_BACKOFF_S = 0.005
 
 
-def tune_consumer(fetch_max_wait_ms: int, memory_broker: bool) -> None:
+def tune_consumer(fetch_max_wait_ms: int, memory_broker: bool, whole_fetch_max_wait_ms: int | None) -> None:
+    """`whole_fetch_max_wait_ms`, when given, is the wait of a fetch that names every assigned partition."""
+
     def create_worker_consumer(self: Any, transport: Any) -> Any:
         consumer = _original(self, transport)
         consumer._fetch_max_wait_ms = fetch_max_wait_ms
-        if not memory_broker:
-            return consumer
         start = consumer.start
 
         async def start_then_tune() -> None:
             await start()
-            consumer._fetcher._prefetch_backoff = MEMORY_PREFETCH_BACKOFF_S
+            if memory_broker:
+                consumer._fetcher._prefetch_backoff = MEMORY_PREFETCH_BACKOFF_S
+            if whole_fetch_max_wait_ms is not None:
+                tables = transport.app.tables
+                wait_long_on_whole_fetches(consumer._fetcher, tables, fetch_max_wait_ms, whole_fetch_max_wait_ms)
 
         consumer.start = start_then_tune
         return consumer
 
     driver.AIOKafkaConsumerThread._create_worker_consumer = create_worker_consumer  # type: ignore[method-assign]
+
+
+def wait_long_on_whole_fetches(fetcher: Any, tables: Any, short_ms: int, long_ms: int) -> None:
+    """Before the fetcher decides its next fetches: the long wait if none can leave a partition out.
+
+    Faust keeps the changelogs of the tables a worker leads paused once they are recovered; they are
+    never fetched, so they do not count."""
+    decide = fetcher._get_actions_per_node
+
+    def actions_per_node(assignment: Any) -> Any:
+        names = tables.changelog_topics
+        held = any(assignment.state_value(tp).paused and tp.topic not in names for tp in assignment.tps)
+        fetcher._fetch_max_wait_ms = short_ms if fetcher._records or held else long_ms
+        return decide(assignment)
+
+    fetcher._get_actions_per_node = actions_per_node
 
 
 def read_offset(consumer: Any, tp: Any) -> int | None:
