@@ -19,12 +19,19 @@ from tests.traffic import NO_SWEEP
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The files marked `slow` first. `make test` hands whole files to its two workers in collection
-    order, so the long ones start early and the short ones fill in at the end; a long file that started
-    last would leave one worker idle for its length. A file marked `last` (the three-broker cluster: three
-    JVMs more on two cores) goes after all of them, beside the light files, not beside another broker's
-    start-up, whose group coordinator it starved."""
-    items.sort(key=lambda item: (item.get_closest_marker("last") is not None, item.get_closest_marker("slow") is None))
+    """The files marked `slow` first, then a file marked `last`, then the rest. `make test` hands whole
+    files to its workers in collection order, so the long ones start early and the short ones fill in at
+    the end; a long file that started last would leave the other workers idle for its length. The file
+    marked `last` (the three-broker cluster: three JVMs more on two cores) goes after the slow files,
+    beside the short ones rather than beside another broker's start-up, and before them, so that they
+    fill the other workers' time while it runs (last, it left one worker idle for about 90 s)."""
+
+    def place(item: pytest.Item) -> int:
+        if item.get_closest_marker("last") is not None:
+            return 1
+        return 0 if item.get_closest_marker("slow") is not None else 2
+
+    items.sort(key=place)
 
 
 @pytest.fixture(scope="session")
