@@ -76,7 +76,7 @@ async def test_stop_and_crash_keep_every_answer_key_alert_and_delivery(
     data_dir = tmp_path / "data"
     env = {
         **receiver_env(webhook_ca[1]),
-        # 150 calls with their turns, posted as fast as they answer.
+        # 90 calls with their turns, posted as fast as they answer.
         "CALLSCREEN_EVENTS_PER_MINUTE": "100000",
         **NO_SWEEP,
     }
@@ -87,11 +87,11 @@ async def test_stop_and_crash_keep_every_answer_key_alert_and_delivery(
             hook = {"alert_webhook_url": f"{receiver.url}/ok/{account.account_id}"}
             async with http.patch(f"{first.base_url}/v1/account", json=hook, headers=account.headers) as r:
                 assert r.status == 200
-        base = past_every_window(50)
+        base = past_every_window(30)
         # The accounts side by side, each its events in order: what is compared is before and after.
         posted = await asyncio.gather(
             *(
-                post_all(http, first.base_url, account, script(seed, base, 50))
+                post_all(http, first.base_url, account, script(seed, base, 30))
                 for seed, account in zip((21, 22, 23), accounts, strict=True)
             )
         )

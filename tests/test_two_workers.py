@@ -46,7 +46,7 @@ async def run_traffic(data_dir: Path, kafka: str, workers: int, http: aiohttp.Cl
         await wait_for_split(service.settings, workers)
         accounts = [await create_account(service.settings, http, service.base_url, account_id=a) for a in ACCOUNTS]
         answers = []
-        plans = [script(11, base, 40), script(12, base, 40)]
+        plans = [script(11, base, 25), script(12, base, 25)]
         for account, bodies in zip(accounts, plans, strict=True):
             answers += await post_all(http, service.base_url, account, bodies)
         callers = sorted({b["from"] for b in plans[0] if b["type"] == "call.started"})[:10]
@@ -67,11 +67,11 @@ async def run_traffic(data_dir: Path, kafka: str, workers: int, http: aiohttp.Cl
 
 @pytest.mark.timeout(300)  # a hang guard: the test drives thousands of events through fresh services
 async def test_two_workers_answer_the_same_as_one(kafka: str, tmp_path: Path, http: aiohttp.ClientSession) -> None:
-    base = past_every_window(40)
+    base = past_every_window(25)
     one_answers, one_views = await run_traffic(tmp_path / "one", kafka, 1, http, base)
     two_answers, two_views = await run_traffic(tmp_path / "two", kafka, 2, http, base)
 
-    assert len(one_answers) > 700
+    assert len(one_answers) > 400
     assert one_views[0]["/v1/alerts?limit=200"]["data"], "the traffic should have raised alerts"
     differ = [(i, a, b) for i, (a, b) in enumerate(zip(one_answers, two_answers, strict=True)) if a != b]
     assert not differ, f"{len(differ)} answers differ, first: {differ[:3]}"
