@@ -131,7 +131,9 @@ def broker_to_start(settings: Settings) -> StartedBroker | None:
     if settings.broker == MEMORY_BROKER:
         return MemoryBroker(data_dir, host)
     if not settings.broker:
-        return LocalKafka(data_dir, host, settings.kafka_heap_mb, settings.kafka_home)
+        return LocalKafka(
+            data_dir, host, settings.kafka_heap_mb, settings.kafka_home, jvm_options=settings.kafka_jvm_options
+        )
     return None
 
 

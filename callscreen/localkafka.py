@@ -14,6 +14,7 @@ import ctypes
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -245,10 +246,13 @@ def die_with_this_process(how: int = signal.SIGTERM) -> Callable[[], None]:
     return lambda: _die_with_parent(parent, how)
 
 
-def broker_command(java: str, classpath: str, heap_mb: int, logging_config: Path, config: Path) -> list[str]:
+def broker_command(
+    java: str, classpath: str, heap_mb: int, logging_config: Path, config: Path, jvm_options: str = ""
+) -> list[str]:
     """The JVM command of one Kafka node (broker and KRaft controller) on its `server.properties`."""
     return [
         java,
+        *shlex.split(jvm_options),
         f"-Xms{min(256, heap_mb)}m",
         f"-Xmx{heap_mb}m",
         "-XX:+UseG1GC",
@@ -275,8 +279,10 @@ class LocalKafka:
         heap_mb: int = 512,
         home: str = "",
         sasl_users: dict[str, str] | None = None,
+        jvm_options: str = "",
     ) -> None:
         self.dir = data_dir.resolve() / "kafka"
+        self.jvm_options = jvm_options
         self.host = host
         self.heap_mb = heap_mb
         self.home = home
@@ -298,7 +304,7 @@ class LocalKafka:
         path = self.dir / "cluster-id"
         if not path.exists():
             made = subprocess.run(
-                [java, "-cp", classpath, "kafka.tools.StorageTool", "random-uuid"],
+                [java, *shlex.split(self.jvm_options), "-cp", classpath, "kafka.tools.StorageTool", "random-uuid"],
                 check=True,
                 capture_output=True,
                 text=True,
@@ -341,6 +347,7 @@ class LocalKafka:
         logging_config.write_text(log4j_properties(self.log_file))
         format_command = [
             java,
+            *shlex.split(self.jvm_options),
             "-cp",
             classpath,
             "kafka.tools.StorageTool",
@@ -359,7 +366,7 @@ class LocalKafka:
             raise BrokerUnavailable(f"formatting the Kafka log under {self.dir} failed: {formatted.stderr.strip()}")
         with open(self.dir / "console.log", "ab") as console:
             self.process = subprocess.Popen(
-                broker_command(java, classpath, self.heap_mb, logging_config, config),
+                broker_command(java, classpath, self.heap_mb, logging_config, config, self.jvm_options),
                 stdout=console,
                 stderr=console,
                 # Its own session: Ctrl-C reaches `callscreen run`, which stops the roles first, the broker last.

@@ -59,6 +59,10 @@ class Settings:
     # The local Apache Kafka: its jar cache (default ~/.cache/callscreen/kafka-<version>) and heap.
     kafka_home: str = ""
     kafka_heap_mb: int = 512
+    # Options for the local Kafka's JVMs, split like a shell's words. The test suite passes
+    # `-XX:TieredStopAtLevel=1`: its brokers live a minute or so, and the optimizing compiler's threads
+    # took a fifth of the CPU of a traffic test (tests/service.py, `QUICK_JVM`).
+    kafka_jvm_options: str = ""
     partitions: int = 4
     reply_partitions: int = 8
     # Answers go straight back to the asking edge over TCP (the replies topic is the fallback). The edge

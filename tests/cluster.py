@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shlex
 import signal
 import subprocess
 import time
@@ -34,6 +35,7 @@ from callscreen.localkafka import (
     server_properties,
 )
 from infra.ports import free_ports, port_open
+from tests.service import QUICK_JVM
 
 SIZE = 3
 HEAP_MB = 384
@@ -76,7 +78,7 @@ class KafkaCluster:
 
     @property
     def tool(self) -> list[str]:
-        return [self.java, "-cp", self.classpath, "kafka.tools.StorageTool"]
+        return [self.java, *shlex.split(QUICK_JVM), "-cp", self.classpath, "kafka.tools.StorageTool"]
 
     @property
     def url(self) -> str:
@@ -127,7 +129,9 @@ class KafkaCluster:
         """Starts `node`'s JVM on its formatted log (the first start and every restart)."""
         with open(node.dir / "console.log", "ab") as console:
             node.process = subprocess.Popen(
-                broker_command(self.java, self.classpath, self.heap_mb, node.dir / "log4j2.properties", node.config),
+                broker_command(
+                    self.java, self.classpath, self.heap_mb, node.dir / "log4j2.properties", node.config, QUICK_JVM
+                ),
                 stdout=console,
                 stderr=console,
                 start_new_session=True,

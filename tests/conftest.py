@@ -14,8 +14,11 @@ from callscreen.localkafka import LocalKafka
 from infra.ports import free_port_block
 from tests.gate_stand_ins import CARRIER_ACCOUNT_SID, CARRIER_AUTH_TOKEN, Carrier, Platform
 from tests.receiver import Receiver, https_site, receiver_env, serving
-from tests.service import AccountKeys, RunningService, create_account, running_service
+from tests.service import QUICK_JVM, AccountKeys, RunningService, create_account, running_service
 from tests.traffic import NO_SWEEP
+
+# Every `callscreen run` the suite starts inherits it, and so does every Kafka such a run starts.
+os.environ.setdefault("CALLSCREEN_KAFKA_JVM_OPTIONS", QUICK_JVM)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -44,7 +47,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if named:
         yield named
         return
-    broker = LocalKafka(tmp_path_factory.mktemp("kafka"))
+    broker = LocalKafka(tmp_path_factory.mktemp("kafka"), jvm_options=QUICK_JVM)
     broker.start()
     yield broker.url
     broker.stop()

@@ -27,6 +27,10 @@ from infra.ports import free_port
 from infra.settings import Settings, load_settings
 
 READY_PREFIX = "callscreen ready on "
+# The JVM options of every Kafka the suite starts: only the quick compiler. Its brokers live a minute or
+# so, and the optimizing compiler's threads took a fifth of a traffic test's CPU (tests/test_two_workers.py:
+# 45.0 s of user+sys with it, 34.8 s without). tests/conftest.py hands it to every `callscreen run`.
+QUICK_JVM = "-XX:TieredStopAtLevel=1"
 START_TIMEOUT_S = 120.0
 
 

@@ -23,7 +23,7 @@ from callscreen.localkafka import LocalKafka
 from infra.kafka import ensure_topics, make_admin, make_consumer, until_coordinator
 from infra.ports import free_port, free_ports
 from infra.settings import Settings
-from tests.service import create_account, isolated, start_service
+from tests.service import QUICK_JVM, create_account, isolated, start_service
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +39,7 @@ def run_until_exit(env: dict[str, str], *args: str, timeout_s: float = 60.0) -> 
 @pytest.fixture(scope="module")
 def sasl_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A local Kafka whose client listener takes SASL (SCRAM-SHA-256/512 and PLAIN) and nothing else."""
-    broker = LocalKafka(tmp_path_factory.mktemp("sasl"), sasl_users={USER: PASSWORD})
+    broker = LocalKafka(tmp_path_factory.mktemp("sasl"), sasl_users={USER: PASSWORD}, jvm_options=QUICK_JVM)
     broker.start()
     yield broker.url
     broker.stop()
@@ -116,7 +116,7 @@ async def test_a_group_consumer_that_waits_for_its_coordinator_logs_no_refusal(
 ) -> None:
     # A broker of its own: a new broker refuses a group's first coordinator lookups (it makes its group
     # offsets topic then), and the consumer logs each refusal it meets as an error.
-    broker = LocalKafka(tmp_path / "kafka")
+    broker = LocalKafka(tmp_path / "kafka", jvm_options=QUICK_JVM)
     await asyncio.to_thread(broker.start)
     settings = Settings(broker=broker.url)
     group = settings.topic("alerting")
@@ -148,7 +148,7 @@ async def test_a_broker_whose_port_is_taken_before_it_binds_starts_again_on_fres
         (tmp_path / "kafka").mkdir()
         ports = {"client": taken, "controller": controller, "internal": internal}
         (tmp_path / "kafka" / "ports.json").write_text(json.dumps(ports))
-        broker = LocalKafka(tmp_path)
+        broker = LocalKafka(tmp_path, jvm_options=QUICK_JVM)
         try:
             await asyncio.to_thread(broker.start)
             assert broker.ports is not None and broker.ports.client != taken
