@@ -115,6 +115,10 @@ def register(w: Parts) -> None:
             "mirror": w.mirror.positions_by_name(),
             "sent_at": time.time(),
         }
+        if app.should_stop:
+            # Timers outlive the shutdown signal: a beat after `worker.stopped` would bring a stopped worker
+            # back as ready, and a new edge would answer for up to HEARTBEAT_STALE_S with no worker.
+            return
         await w.appender.append("status", worker_id, record)
 
     async def stopped(sender: Any, **kwargs: Any) -> None:

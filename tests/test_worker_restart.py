@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 import pytest
 
 from domain.times import format_ms
@@ -20,6 +21,7 @@ from infra.clock import now_ms
 from infra.kafka import ensure_topics
 from infra.settings import Settings
 from tests.service import create_account, isolated, settled, start_service
+from tests.topics import read_topic
 from tests.traffic import post_all, script
 
 pytestmark = pytest.mark.slow
@@ -115,6 +117,14 @@ async def test_a_restarted_worker_ticks_each_call_at_its_own_time(
         await settled(first.settings)
     finally:
         assert first.stop() == 0
+    # A cleanly stopped worker's last word is `worker.stopped`: a beat after it would make the next edge take
+    # the stopped worker for a ready one and send it questions.
+    last: dict[str, str] = {}
+    for record in await read_topic(first.settings, first.settings.topic("status")):
+        beat = orjson.loads(record.value)
+        if beat.get("kind") in ("worker.heartbeat", "worker.stopped"):
+            last[beat["worker"]] = beat["kind"]
+    assert last and set(last.values()) == {"worker.stopped"}, last
     second = start_service(data_dir, kafka, env=first.env)
     try:
         deadline = time.monotonic() + 45
