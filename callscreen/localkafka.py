@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -247,12 +247,12 @@ def die_with_this_process(how: int = signal.SIGTERM) -> Callable[[], None]:
 
 
 def broker_command(
-    java: str, classpath: str, heap_mb: int, logging_config: Path, config: Path, jvm_options: str = ""
+    java: str, classpath: str, heap_mb: int, logging_config: Path, config: Path, jvm_args: Sequence[str] = ()
 ) -> list[str]:
     """The JVM command of one Kafka node (broker and KRaft controller) on its `server.properties`."""
     return [
         java,
-        *shlex.split(jvm_options),
+        *jvm_args,
         f"-Xms{min(256, heap_mb)}m",
         f"-Xmx{heap_mb}m",
         "-XX:+UseG1GC",
@@ -282,7 +282,7 @@ class LocalKafka:
         jvm_options: str = "",
     ) -> None:
         self.dir = data_dir.resolve() / "kafka"
-        self.jvm_options = jvm_options
+        self.jvm_args = shlex.split(jvm_options)
         self.host = host
         self.heap_mb = heap_mb
         self.home = home
@@ -304,7 +304,7 @@ class LocalKafka:
         path = self.dir / "cluster-id"
         if not path.exists():
             made = subprocess.run(
-                [java, *shlex.split(self.jvm_options), "-cp", classpath, "kafka.tools.StorageTool", "random-uuid"],
+                [java, *self.jvm_args, "-cp", classpath, "kafka.tools.StorageTool", "random-uuid"],
                 check=True,
                 capture_output=True,
                 text=True,
@@ -347,7 +347,7 @@ class LocalKafka:
         logging_config.write_text(log4j_properties(self.log_file))
         format_command = [
             java,
-            *shlex.split(self.jvm_options),
+            *self.jvm_args,
             "-cp",
             classpath,
             "kafka.tools.StorageTool",
@@ -366,7 +366,7 @@ class LocalKafka:
             raise BrokerUnavailable(f"formatting the Kafka log under {self.dir} failed: {formatted.stderr.strip()}")
         with open(self.dir / "console.log", "ab") as console:
             self.process = subprocess.Popen(
-                broker_command(java, classpath, self.heap_mb, logging_config, config, self.jvm_options),
+                broker_command(java, classpath, self.heap_mb, logging_config, config, self.jvm_args),
                 stdout=console,
                 stderr=console,
                 # Its own session: Ctrl-C reaches `callscreen run`, which stops the roles first, the broker last.

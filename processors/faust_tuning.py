@@ -63,10 +63,11 @@ def wait_long_on_whole_fetches(fetcher: Any, tables: Any, short_ms: int, long_ms
     Faust keeps the changelogs of the tables a worker leads paused once they are recovered; they are
     never fetched, so they do not count."""
     decide = fetcher._get_actions_per_node
+    # By changelog topic: read in place, where the public `changelog_topics` builds a set per call.
+    changelogs = tables._changelogs
 
     def actions_per_node(assignment: Any) -> Any:
-        names = tables.changelog_topics
-        held = any(assignment.state_value(tp).paused and tp.topic not in names for tp in assignment.tps)
+        held = any(assignment.state_value(tp).paused and tp.topic not in changelogs for tp in assignment.tps)
         fetcher._fetch_max_wait_ms = short_ms if fetcher._records or held else long_ms
         return decide(assignment)
 

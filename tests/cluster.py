@@ -73,12 +73,13 @@ class KafkaCluster:
         self.heap_mb = heap_mb
         self.java = java_command()
         self.classpath = str(fetch() / "*")
+        self.jvm_args = shlex.split(QUICK_JVM)
         ports = free_ports(3 * size, host)
         self.nodes = [Node(i + 1, self.base / f"node{i + 1}", Ports(*ports[3 * i : 3 * i + 3])) for i in range(size)]
 
     @property
     def tool(self) -> list[str]:
-        return [self.java, *shlex.split(QUICK_JVM), "-cp", self.classpath, "kafka.tools.StorageTool"]
+        return [self.java, *self.jvm_args, "-cp", self.classpath, "kafka.tools.StorageTool"]
 
     @property
     def url(self) -> str:
@@ -130,7 +131,7 @@ class KafkaCluster:
         with open(node.dir / "console.log", "ab") as console:
             node.process = subprocess.Popen(
                 broker_command(
-                    self.java, self.classpath, self.heap_mb, node.dir / "log4j2.properties", node.config, QUICK_JVM
+                    self.java, self.classpath, self.heap_mb, node.dir / "log4j2.properties", node.config, self.jvm_args
                 ),
                 stdout=console,
                 stderr=console,
