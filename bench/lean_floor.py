@@ -4,7 +4,7 @@ python -m bench.lean_floor --broker URL --topic T --partitions N
     reads the whole topic (a copy of a fold round's backlog) up to its end offsets at start with a
     plain aiokafka consumer (`getmany`, the service's consumer settings) and folds each record as the
     worker does: the call's row read from and written to RocksDB, the feature view in RocksDB
-    (`processors.rocks_store`, the worker's budget and options), the listing index and the sweep
+    (`processors.state.rocks`, the worker's budget and options), the listing index and the sweep
     entry, each fact applied to the view and folded by the number's detectors, and appended. Each
     fetched batch's changed rows are then appended once, as the worker's write-behind flush does, and
     the batch's appends awaited. The facts and rows go to a topic of the floor's own. Prints
@@ -14,7 +14,7 @@ python -m bench.lean_floor --broker URL --topic T --partitions N
 Left out against the worker: Faust's consumer and conductor, the detectors' own round trip through the
 decisions topic, the answers to the edge, the facts mirror and the hot-table horizon. It was written as
 the bound of a worker without Faust's per-record path; the worker's folds now read feeds instead of
-Faust's streams (processors/feed.py), and docs/benchmarks.md compares the two in each run.
+Faust's streams (processors/faust/feed.py), and docs/benchmarks.md compares the two in each run.
 """
 
 from __future__ import annotations
@@ -40,8 +40,7 @@ from domain.features import FeatureView
 from infra import event_loop, kafka_codec
 from infra.kafka import make_consumer, make_producer, partition_for
 from infra.settings import Settings, load_settings
-from processors.rocks import RocksBudget
-from processors.rocks_store import RocksStore
+from processors.state.rocks import RocksBudget, RocksStore
 
 
 class Rows:

@@ -235,7 +235,7 @@ def reading(results: dict[str, Any]) -> list[str]:
         f"- RocksDB's cache is held near the worker's budget (`rocksdb_memory_mb`, {results['rocksdb_memory_mb']} "
         "MB: data blocks and memtables) whatever the tables hold; it was seen to run up to half over its capacity "
         "(standalone: 24 databases, up to 300,000 rows). Index and filter blocks are outside it, in the RSS "
-        "(processors/rocks.py).",
+        "(processors/state/rocks.py).",
     ]
     if last["calls"] < TARGET_CALLS:
         estimate = rest(last) + max(per_call, 0.0) * (TARGET_CALLS - last["calls"]) + rocks_cap

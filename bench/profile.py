@@ -85,9 +85,12 @@ def stacks(collapsed: Path) -> list[tuple[list[str], int]]:
 # in one: the Faust and mode frames between the consumer and the feeds, aiokafka's fetches and produce
 # requests, or the worker's own bookkeeping. The worker's loop (`mode/worker.py`) is the root of every stack.
 FOLD_PARTS: list[tuple[str, tuple[str, ...]]] = [
-    ("folding events: the call, its tables and view, its appends", ("fold_event (processors/agents_calls.py",)),
-    ("the detector's fold of each fact", ("observe (processors/agents_detect.py",)),
-    ("changelog and view flushes", ("Commits.flush (processors/commits.py", "Outbox._drain (processors/outbox.py")),
+    ("folding events: the call, its tables and view, its appends", ("fold_event (processors/folds/calls.py",)),
+    ("the detector's fold of each fact", ("observe (processors/folds/detectors.py",)),
+    (
+        "changelog and view flushes",
+        ("Commits.flush (processors/folds/commits.py", "Outbox._drain (processors/output/appender.py"),
+    ),
 ]
 LIBRARY_PARTS: list[tuple[str, tuple[str, ...]]] = [
     ("Kafka's client: fetches, produce requests, the protocol", ("(aiokafka/",)),

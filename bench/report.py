@@ -409,7 +409,7 @@ def floors_without_faust(
         "detectors, each fact and each fetched batch's changed rows appended once. It leaves out Faust, the",
         "detectors' round trip through the decisions topic, the answers and the facts mirror: one plain loop",
         "doing the fold's own work. It was the bound for a worker without Faust's per-record path; the worker's",
-        "folds now read feeds instead of Faust's streams (`processors/feed.py`), and the last column says how",
+        "folds now read feeds instead of Faust's streams (`processors/faust/feed.py`), and the last column says how",
         "close that comes. `bench/domain_floor.py`",
         "folds as many calls, built the same way, through `tests/harness.py`: the same domain functions over",
         "plain data with no Kafka, Faust or RocksDB, the ceiling of any adapter. CPU per record counts every",

@@ -1,7 +1,7 @@
 """The key-value store the feature view folds into: JSON-shaped values under string keys.
 
 `MemoryStore` is the plain-data one (the scenario harness, unit tests); the worker keeps the same
-view in RocksDB (`processors.rocks_store`). One contract suite runs against both (tests/unit/test_store.py).
+view in RocksDB (`processors.state.rocks`). One contract suite runs against both (tests/unit/test_store.py).
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ class Settings:
     # past it the questions wait, never the folds.
     query_unacknowledged_max: int = 1024
     # The share of a worker's event loop that answering questions may take; the folds keep the rest however
-    # many questions wait (processors/loop_share.py). Past it, the questions wait out the edge's deadline.
+    # many questions wait (processors/folds/queries.py). Past it, the questions wait out the edge's deadline.
     query_loop_share: float = 0.25
     # The longest a broker holds a fetch that finds nothing new; one that finds a record returns at once.
     fetch_max_wait_ms: int = 500
@@ -112,7 +112,7 @@ class Settings:
     # time: a long poll on its quiet partitions keeps the busy ones, whose records were being folded when it
     # was sent, from being fetched again until it ends (docs/architecture.md, "The long poll").
     worker_fetch_max_wait_ms: int = 20
-    # Records each of a worker's folds may hold fetched and not yet folded (its feed, processors/feed.py).
+    # Records each of a worker's folds may hold fetched and not yet folded (its feed, processors/faust/feed.py).
     # One poll hands over at most a fifth of it per partition, so a backlog never fills it
     # (docs/architecture.md, "Backlogs").
     worker_stream_buffer: int = 4096
@@ -124,7 +124,7 @@ class Settings:
     worker_unacknowledged_max: int = 4096
     # A worker sends its tables' changed keys to their changelogs this often, each key's last value once.
     changelog_flush_ms: int = 200
-    # A worker writes its RocksDB memtables to disk this often (processors/commits.py, `checkpoint`): a kill
+    # A worker writes its RocksDB memtables to disk this often (processors/folds/commits.py, `checkpoint`): a kill
     # loses only what came since, and the next start recovers that from the changelogs, not every table.
     table_checkpoint_s: float = 10.0
     # The largest table row a fold may write; a record whose fold would write more is dead-lettered. Keep it

@@ -36,7 +36,7 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
         TopicSpec(settings.topic("deliveries"), p),
         TopicSpec(settings.topic("billing"), p),
         TopicSpec(settings.topic("control"), 1),
-        # Where records no fold can handle are named, with the reason (processors/dead_letters.py).
+        # Where records no fold can handle are named, with the reason (processors/output/dead_letters.py).
         TopicSpec(settings.topic("dead_letters"), 1),
         working("queries", p),
         working("replies", settings.reply_partitions),

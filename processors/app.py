@@ -14,24 +14,23 @@ from infra.kafka import MEMORY_BATCH_BYTES, bootstrap, fetch_wait_ms, tls_contex
 from infra.membership import group_instance, leave_group_on_stop
 from infra.metrics import serve as serve_metrics
 from infra.settings import Settings
-from processors import agents_alerts, agents_calls, agents_detect, agents_queries, housekeeping
-from processors.appender import Appender
-from processors.barrier import Barrier
-from processors.commits import Commits
-from processors.dead_letters import DeadLetters
+from processors import housekeeping
 from processors.faults import Faults
-from processors.faust_tuning import PromptTableManager, hold_commits_at_gaps, tune_consumer
-from processors.feed import feed_folds
-from processors.inline_consumer import consume_inline
+from processors.faust.feed import feed_folds
+from processors.faust.inline_consumer import consume_inline
+from processors.faust.patches import PromptTableManager, hold_commits_at_gaps, tune_consumer
+from processors.folds import alerts, calls, detectors, queries
+from processors.folds.commits import Commits
+from processors.folds.parts import Parts
 from processors.metrics import WorkerMetrics
-from processors.mirror import FactMirror
-from processors.parts import Parts
-from processors.progress import Progress
-from processors.replies import ReplyPath
-from processors.rocks import RocksBudget
-from processors.rocks_store import RocksStore
-from processors.row_cache import RowCache
-from processors.tables import Tables
+from processors.output.appender import Appender
+from processors.output.dead_letters import DeadLetters
+from processors.output.replies import ReplyPath
+from processors.state.mirror import Barrier, FactMirror
+from processors.state.progress import Progress
+from processors.state.rocks import RocksBudget, RocksStore
+from processors.state.row_cache import RowCache
+from processors.state.tables import Tables
 
 # The longest a fold waits for its own facts to be applied (a rebalance can move the partition away).
 BARRIER_WAIT_S = 1.0
@@ -41,7 +40,7 @@ def poll_records(settings: Settings) -> int:
     """Records one poll hands to the folds: at most what fits above the buffer's high-water mark once
     from each partition of a topic.
 
-    A partition is not fetched once its fold's buffer is 4/5 full (processors/feed.py), but a poll hands
+    A partition is not fetched once its fold's buffer is 4/5 full (processors/faust/feed.py), but a poll hands
     over everything fetched already. Unbounded, that is a megabyte per partition, and a buffer far over
     its size (docs/architecture.md, "Backlogs")."""
     return max(1, settings.worker_stream_buffer // (5 * settings.partitions))
@@ -151,7 +150,7 @@ def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> 
         dead_letters=DeadLetters(appender, metrics, replies),
     )
     metrics.rocksdb_bytes.set_function(rocks.cache.get_usage)
-    for agents in (agents_calls, agents_detect, agents_alerts, agents_queries, housekeeping):
+    for agents in (calls, detectors, alerts, queries, housekeeping):
         agents.register(parts)
     serve_metrics(settings, metrics.registry)
     return app

@@ -17,7 +17,7 @@ import msgspec
 from infra.control import SOURCE_TOPICS, latest
 from infra.follow import TopicFollower
 from infra.metrics import record_lag
-from processors.parts import Parts
+from processors.folds.parts import Parts
 
 # Within the rebalance timeout (processors/app.py), so the group does not give up on this worker.
 HAND_OVER_S = 4.0

@@ -31,7 +31,7 @@ def run_worker(settings: Settings) -> None:
             shutil.rmtree(stale)
     app = create_app(settings, worker_dir, generation)
     asyncio.run(ensure_changelogs(settings, [table.changelog_topic.get_topic_name() for table in app.tables.values()]))
-    # Faust's table manager no longer sleeps a second at start (processors/faust_tuning.py), and on a new
+    # Faust's table manager no longer sleeps a second at start (processors/faust/patches.py), and on a new
     # broker the group's first lookup then came before its coordinator was loaded, logged at error level.
     asyncio.run(until_coordinator(settings, app.conf.id))
     worker = faust_worker(app, settings.log_level)

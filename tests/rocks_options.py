@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from processors.rocks import MEMTABLE_BYTES
+from processors.state.rocks import MEMTABLE_BYTES
 
 
 def latest_options(db_dir: Path) -> dict[str, str]:
@@ -28,7 +28,7 @@ def assert_opened_within_budget(db_dir: Path) -> None:
     options = latest_options(db_dir)
     # Faust's defaults are 64 MB memtables and a 2 GiB cache a database; rocksdict opened a database
     # again with a cache of its own and no filter. Reads of absent keys need the bloom filter, kept
-    # outside the cache (processors/rocks.py).
+    # outside the cache (processors/state/rocks.py).
     assert (db_dir.name, options["write_buffer_size"]) == (db_dir.name, str(MEMTABLE_BYTES))
     assert (db_dir.name, options["filter_policy"]) == (db_dir.name, "bloomfilter")
     assert (db_dir.name, options["cache_index_and_filter_blocks"]) == (db_dir.name, "false")

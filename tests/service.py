@@ -81,7 +81,7 @@ def start_service(data_dir: Path, broker: str = "", *extra: str, env: dict[str, 
         locator = {k: env[k] for k in ("CALLSCREEN_TOPIC_PREFIX", "CALLSCREEN_APP_ID")} | {"CALLSCREEN_BROKER": broker}
     if broker:
         command += ["--broker", broker]
-    # Every struct a worker keeps decoded is checked against its row decoded again (processors/row_cache.py).
+    # Every struct a worker keeps decoded is checked against its row decoded again (processors/state/row_cache.py).
     env = {**os.environ, "CALLSCREEN_ROW_CACHE_CHECK": "1", **(env or {})}
     with open(data_dir.parent / f"{data_dir.name}.log", "a") as log:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True, env=env)

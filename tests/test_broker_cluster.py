@@ -52,7 +52,7 @@ RECOVERY_GRACE_S = 60.0
 # The bound the issue names for answers after a kill: recorded, never asserted.
 P99_TARGET_MS = 50.0
 # Starts spread over protected numbers (within the plan's cap): a start on a number waits until the
-# detector folded the last fact about it (processors/barrier.py), so one number takes its starts in turn.
+# detector folded the last fact about it (processors/state/mirror.py), so one number takes its starts in turn.
 NUMBERS = [f"+1415555{2600 + i:04d}" for i in range(20)]
 REPORT = Path(__file__).resolve().parent.parent / "data" / "test-reports" / "broker-kills.json"
 

@@ -14,9 +14,8 @@ from domain.features import FeatureView
 from infra.control import Generation
 from infra.kafka import ensure_topics, make_producer
 from infra.settings import load_settings
-from processors.mirror import FactMirror
-from processors.rocks import RocksBudget
-from processors.rocks_store import RocksStore
+from processors.state.mirror import FactMirror
+from processors.state.rocks import RocksBudget, RocksStore
 from tests.service import isolated
 
 FACTS = 60

@@ -10,7 +10,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from infra.kafka import bootstrap, make_producer
-from processors.outbox import Outbox
+from processors.output.appender import Outbox
 from tests.service import RunningService
 from tests.topics import read_topic
 

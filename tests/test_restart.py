@@ -137,7 +137,7 @@ async def test_stop_and_crash_keep_every_answer_key_alert_and_delivery(
         await settled(third.settings)
         assert await logged(third) == (alerts, deliveries)
         # The records the killed run had not committed are folded again after the recovery, each once: none
-        # is dropped with the buffers and fetched again (processors/feed.py, `Feed.clear`).
+        # is dropped with the buffers and fetched again (processors/faust/feed.py, `Feed.clear`).
         refetched = [
             line
             for line in (tmp_path / "data.log").read_text()[log_before_third:].splitlines()

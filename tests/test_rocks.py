@@ -1,4 +1,4 @@
-"""One RocksDB memory budget per worker (`processors/rocks.py`): on RocksDB itself, and in the running
+"""One RocksDB memory budget per worker (`processors/state/rocks.py`): on RocksDB itself, and in the running
 worker, whose every table partition and feature view must be opened within it."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from pathlib import Path
 import aiohttp
 
 from infra.clock import now_ms
-from processors.rocks import MB, MEMTABLE_BYTES, BudgetedFaustOptions, RocksBudget
-from processors.rocks_store import RocksStore
+from processors.state.rocks import MB, MEMTABLE_BYTES, BudgetedFaustOptions, RocksBudget, RocksStore
 from tests.rocks_options import assert_opened_within_budget, worker_databases
 from tests.service import AccountKeys, RunningService
 from tests.traffic import post_all, script
@@ -100,7 +99,7 @@ async def test_the_running_worker_opens_every_database_within_the_budget(
 HARD_EXIT = """
 import os, sys
 from pathlib import Path
-from processors.rocks import BudgetedFaustOptions, RocksBudget, persist, write_rows
+from processors.state.rocks import BudgetedFaustOptions, RocksBudget, persist, write_rows
 db = BudgetedFaustOptions(RocksBudget(8)).open(Path(sys.argv[1]))
 write_rows(db, [(b"row", b"x" * 6000), (b"gone", None)])
 if sys.argv[2] == "persist":
@@ -133,8 +132,8 @@ def test_a_table_database_writes_without_the_log_and_persist_puts_its_rows_on_di
 VIEW_HARD_EXIT = """
 import os, sys
 from pathlib import Path
-from processors.rocks import RocksBudget
-from processors.rocks_store import RocksStore
+from processors.state.rocks import RocksBudget
+from processors.state.rocks import RocksStore
 store = RocksStore(Path(sys.argv[1]), RocksBudget(8))
 store.put("kept", {"n": 1})
 store.write_pending()

@@ -28,9 +28,9 @@ from domain.times import format_ms
 from infra import frames
 from infra.control import Generation
 from infra.settings import Settings, load_settings
-from processors import mirror as mirror_module
-from processors.mirror import FactMirror
-from processors.replies import ReplyChannels
+from processors.output.replies import ReplyChannels
+from processors.state import mirror as mirror_module
+from processors.state.mirror import FactMirror
 from tests.test_mirror import block
 
 BOUND = 50

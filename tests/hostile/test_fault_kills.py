@@ -11,7 +11,7 @@ same workers and must raise their alert once. On the old code the refold after a
 and appended nothing: the detector's alerts were lost.
 
 Faults it found are fixed:
-- partitions never folded again after the last kill (Faust dropped a fetched batch; processors/commits.py,
+- partitions never folded again after the last kill (Faust dropped a fetched batch; processors/folds/commits.py,
   `_refetch_lost_tails`);
 - a call readable by id but missing from the listing until a rebuild (its start refolded on a row the kill
   kept, while the index came back older; `domain.calls.listing_entry`, `domain.index.additions`);
@@ -20,7 +20,7 @@ Faults it found are fixed:
 - with two workers, acknowledged effects missing once a partition moved: the refold after a kill found the
   rows the killed run had written locally but never sent to the changelog, wrote nothing, and the next
   owner recovered the partition without them (now RocksDB takes a row only once its changelog holds it,
-  processors/write_behind.py).
+  processors/state/write_behind.py).
 
 The detectors' alerts are checked against `detect_in_order` over the decisions topic, not against the
 posting order: a number's facts come from calls on different event partitions, and after a kill the worker

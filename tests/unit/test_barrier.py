@@ -7,8 +7,7 @@ from typing import Any, cast
 
 from aiokafka.structs import RecordMetadata, TopicPartition
 
-from processors.barrier import KEEP, Barrier
-from processors.mirror import FactMirror
+from processors.state.mirror import KEEP, Barrier, FactMirror
 
 
 def acked(partition: int, offset: int) -> asyncio.Future[Any]:

@@ -1,6 +1,6 @@
 """Questions hold a room of their own for what they answered and is not yet acknowledged
 (`Settings.query_unacknowledged_max`): a flood of questions waiting for room holds no fold back, and a
-flush gives each event's room back to the fold it came from (`processors.commits.Room`).
+flush gives each event's room back to the fold it came from (`processors.folds.commits.Room`).
 
 The consumer, feeds and stores here are stand-ins for what `Commits` calls on this path; the folds'
 records reach it from a real broker in the pipeline tests.
@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from processors.commits import Commits, Room
+from processors.folds.commits import Commits, Room
 
 ROOM = 2
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from processors.due import TICK_REPEAT_MS, DueIndex
+from processors.folds.shell import TICK_REPEAT_MS, DueIndex
 
 
 def test_only_keys_due_by_now_and_at_their_current_time() -> None:

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from faust.types import TP
 
-from processors.feed import Feed
+from processors.faust.feed import Feed
 
 PART = TP("t.events", 0)
 

@@ -120,7 +120,7 @@ def test_the_same_folds_give_the_same_tables() -> None:
 
 
 def test_nothing_is_evicted_while_the_oldest_day_is_not_before_the_cut() -> None:
-    # The worker asks `oldest_day` once and `evict` only when that day is before the cut (processors/tables.py).
+    # The worker asks `oldest_day` once and `evict` only when that day is before the cut (processors/state/tables.py).
     worker = Worker()
     for n, at in enumerate((day(3, 5), day(1, 2), day(40, 1), day(2, 7))):
         worker.fold("acct_a", f"c{n}", at, fold_at=day(0))

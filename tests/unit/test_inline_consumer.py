@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from processors.inline_consumer import _Resumed
+from processors.faust.inline_consumer import _Resumed
 
 
 async def test_a_resumed_coroutine_gets_each_result_it_waits_for_and_returns_its_value() -> None:

@@ -1,4 +1,4 @@
-"""The read agent's share of the loop (processors/loop_share.py): what overdraws it waits it back."""
+"""The read agent's share of the loop (processors/folds/queries.py): what overdraws it waits it back."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import time
 
 import pytest
 
-from processors.agents_queries import expired
-from processors.loop_share import LoopShare
+from processors.folds.queries import LoopShare, expired
 
 
 class Clock:

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from faust.types import TP
 
-from processors.commits import LOST_AFTER_S, Commits
+from processors.folds.commits import LOST_AFTER_S, Commits
 
 TOPIC = "t.decisions"
 PART = TP(TOPIC, 0)

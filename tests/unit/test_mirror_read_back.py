@@ -1,4 +1,4 @@
-"""The mirror's read-back of facts this worker applied as it appended them (processors/mirror.py)."""
+"""The mirror's read-back of facts this worker applied as it appended them (processors/state/mirror.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from domain.features import FeatureView
 from domain.store import MemoryStore
 from infra.control import Generation
 from infra.settings import load_settings
-from processors.mirror import FactMirror
+from processors.state.mirror import FactMirror
 from tests.test_mirror import block
 
 

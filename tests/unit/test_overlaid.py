@@ -8,7 +8,7 @@ from typing import cast
 
 from rocksdict import Options, Rdict
 
-from processors.write_behind import overlaid
+from processors.state.write_behind import overlaid
 
 STORED = [(b"a", b"1"), (b"c", b"3"), (b"e", b"5"), (b"g", b"7")]
 

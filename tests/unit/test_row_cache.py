@@ -1,4 +1,4 @@
-"""The rows a worker keeps decoded (processors/row_cache.py)."""
+"""The rows a worker keeps decoded (processors/state/row_cache.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from processors.row_cache import RowCache, RowMismatch, fits
+from processors.state.row_cache import RowCache, RowMismatch, fits
 
 
 class Call(msgspec.Struct, frozen=True, tag=True):

@@ -1,6 +1,6 @@
 """Rows kept decoded cost the cyclic collector nothing (docs/profiles/README.md, "Rows the collector never walks").
 
-The worker keeps the rows it folds decoded (`processors/row_cache.py`); each object the collector
+The worker keeps the rows it folds decoded (`processors/state/row_cache.py`); each object the collector
 tracks is one more it walks in every full collection. Domain structs are `gc=False` and keep their
 arrays as tuples, which the collector stops tracking at the first young collection they live through.
 """

@@ -13,10 +13,9 @@ from domain.facts import BlockPlaced
 from domain.features import FeatureView
 from domain.rules import ScoringRules
 from domain.store import MemoryStore, Store
-from processors import rocks_store
-from processors.rocks import RocksBudget
-from processors.rocks_store import RocksStore
-from processors.row_cache import RowMismatch
+from processors.state import rocks as rocks_store
+from processors.state.rocks import RocksBudget, RocksStore
+from processors.state.row_cache import RowMismatch
 
 
 @pytest.fixture(params=["memory", "rocksdb"])

@@ -9,7 +9,7 @@ from collections import OrderedDict
 from typing import Any
 
 from infra import frames
-from processors.appender import Appender
+from processors.output.appender import Appender
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 1.0

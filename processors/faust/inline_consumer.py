@@ -21,7 +21,7 @@ from faust.transport.drivers import aiokafka as driver
 from mode import Service
 from mode.services import WaitResults
 
-from processors.feed import Feed
+from processors.faust.feed import Feed
 
 
 class InlineConsumerThread(driver.AIOKafkaConsumerThread):

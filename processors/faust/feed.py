@@ -1,12 +1,12 @@
 """A folded topic's records, handed by the consumer straight to its fold instead of through Faust's streams
-(processors/inline_consumer.py, `_drain_messages`).
+(processors/faust/inline_consumer.py, `_drain_messages`).
 
 Faust takes each record through the conductor's lock, a channel's decode and queue, and a stream's
 generator (sensors, acks by reference count, the current event) before an agent sees it: about a sixth
 of the worker's CPU while it folds a backlog (docs/profiles/README.md, "Feeds, not streams"). A feed
 keeps only what the folds rely on from that path:
 - the consumer tracks and acknowledges each record, so Faust's commits work as before;
-- the record is the task's current event, whose partition the tables read (processors/write_behind.py);
+- the record is the task's current event, whose partition the tables read (processors/state/write_behind.py);
 - a record fetched before a rebalance is not folded after it (the folds fetch it again,
   `Commits._skipped_before`), and a rebalance empties the buffer, as it empties a stream's;
 - a partition stops being fetched while the buffer is above its high-water mark.
@@ -148,7 +148,7 @@ class _Signal:
 
 class FeedConductor(Conductor):
     """Faust's conductor, with a feed for each topic folded from one: the consumer hands their records to
-    their feeds, a fetched partition's batch at a time (processors/inline_consumer.py, `_drain_messages`),
+    their feeds, a fetched partition's batch at a time (processors/faust/inline_consumer.py, `_drain_messages`),
     and never to the conductor's channels."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -18,14 +18,13 @@ from typing import Any
 import faust
 from faust.types import TP
 
-from processors.appender import Appender
 from processors.faults import Faults
-from processors.faust_tuning import committed_offset, read_offset
-from processors.feed import Fed, Feed
+from processors.faust.feed import Fed, Feed
+from processors.faust.patches import committed_offset, read_offset
 from processors.metrics import WorkerMetrics
-from processors.rocks import persist_all
-from processors.rocks_store import RocksStore
-from processors.tables import Tables
+from processors.output.appender import Appender
+from processors.state.rocks import RocksStore, persist_all
+from processors.state.tables import Tables
 
 log = logging.getLogger(__name__)
 # A folded event: its feed, the event, the acks of what its fold appended, its partition's assignment
@@ -135,7 +134,7 @@ class Commits:
     async def _skipped_before(self, event: Any) -> bool:
         """True for an event that came after a gap: the records the feed skipped are fetched again.
 
-        A rebalance drops the records a feed holds and those fetched before it (processors/feed.py), and
+        A rebalance drops the records a feed holds and those fetched before it (processors/faust/feed.py), and
         Faust may then commit past them once a later record is acknowledged. A source topic has no gaps
         of its own, so a jump in offsets is such a drop: seek back and fold from the first missing record.
         """
@@ -261,7 +260,7 @@ class Commits:
 
     async def close(self, timeout_s: float) -> None:
         """At a clean stop: fold nothing more, hand everything over (`hand_over`), then put the view and the
-        tables on disk, which RocksDB writes without its log (processors/rocks.py). A hand-over that timed out
+        tables on disk, which RocksDB writes without its log (processors/state/rocks.py). A hand-over that timed out
         leaves its unacknowledged rows out of both: the next start refolds their events."""
         self._closing = True
         await self.hand_over(timeout_s)

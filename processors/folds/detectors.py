@@ -15,10 +15,10 @@ from domain import detectors, keys
 from domain.detectors import Echo, NumberWindow
 from domain.facts import NumberTick, decode_fact
 from domain.ids import derived_event_id
-from processors.dead_letters import POISON
-from processors.due import DueIndex
-from processors.feed import Feed
-from processors.parts import Parts
+from processors.faust.feed import Feed
+from processors.folds.parts import Parts
+from processors.folds.shell import DueIndex
+from processors.output.dead_letters import POISON
 
 
 def register(w: Parts) -> None:

@@ -15,9 +15,9 @@ import msgspec
 from faust.stores.rocksdb import Store as RocksDBStore
 
 from domain import horizon, index
-from processors.rocks import BudgetedFaustOptions, RocksBudget
-from processors.row_cache import RowCache
-from processors.write_behind import SendBatch, WriteBehindTable
+from processors.state.rocks import BudgetedFaustOptions, RocksBudget
+from processors.state.row_cache import RowCache
+from processors.state.write_behind import SendBatch, WriteBehindTable
 
 
 class ValueTooLarge(Exception):
@@ -143,7 +143,8 @@ class Tables:
         return [db for table in self.all.values() for db in table.databases()]
 
     def persist(self) -> None:
-        """Every table's rows on disk: a clean stop's, as RocksDB writes them without its log (processors/rocks.py)."""
+        """Every table's rows on disk: a clean stop's, as RocksDB writes them without its log
+        (processors/state/rocks.py)."""
         for table in self.all.values():
             table.persist()
 

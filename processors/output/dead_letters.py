@@ -19,10 +19,10 @@ import msgspec
 import orjson
 
 from infra.clock import now_ms
-from processors.appender import Appender
 from processors.metrics import WorkerMetrics
-from processors.replies import ReplyPath
-from processors.tables import ValueTooLarge
+from processors.output.appender import Appender
+from processors.output.replies import ReplyPath
+from processors.state.tables import ValueTooLarge
 
 log = logging.getLogger(__name__)
 MAX_REASON = 200

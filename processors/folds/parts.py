@@ -14,17 +14,16 @@ from domain.rules import Rules
 from infra.clock import now_ms
 from infra.control import Generation
 from infra.settings import Settings
-from processors.appender import Appender
-from processors.barrier import Barrier
-from processors.commits import Commits
-from processors.dead_letters import DeadLetters
 from processors.faults import Faults
-from processors.feed import Feed, FeedConductor
+from processors.faust.feed import Feed, FeedConductor
+from processors.folds.commits import Commits
 from processors.metrics import WorkerMetrics
-from processors.mirror import FactMirror
-from processors.progress import Progress
-from processors.replies import ReplyPath
-from processors.tables import Tables
+from processors.output.appender import Appender
+from processors.output.dead_letters import DeadLetters
+from processors.output.replies import ReplyPath
+from processors.state.mirror import Barrier, FactMirror
+from processors.state.progress import Progress
+from processors.state.tables import Tables
 
 log = logging.getLogger(__name__)
 Fold = Callable[[Feed], Awaitable[None]]
@@ -60,10 +59,10 @@ class Parts:
         return now_ms() + self.settings.sweep_clock_ahead_ms
 
     def fold(self, name: str) -> Callable[[Fold], Any]:
-        """A fold of topic `name`'s records, fed straight by the consumer (processors/feed.py), whose failure
+        """A fold of topic `name`'s records, fed straight by the consumer (processors/faust/feed.py), whose failure
         stops the worker.
 
-        A fold that fails for a reason other than its record (processors/dead_letters.py) would leave that
+        A fold that fails for a reason other than its record (processors/output/dead_letters.py) would leave that
         record unfolded until the process restarts; stopping now has the restart fold it again at once.
         """
         topic = self.topic(name)

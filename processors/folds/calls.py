@@ -14,10 +14,10 @@ from domain.events import CallStarted, Tick, decode_event
 from domain.ids import derived_event_id
 from domain.index import CallEntry
 from infra.kafka import partition_for
-from processors.dead_letters import POISON
-from processors.due import DueIndex
-from processors.feed import Feed
-from processors.parts import Parts
+from processors.faust.feed import Feed
+from processors.folds.parts import Parts
+from processors.folds.shell import DueIndex
+from processors.output.dead_letters import POISON
 
 
 def register(w: Parts) -> None:

@@ -3,7 +3,7 @@
 Stock Faust sends one changelog record per table write. A call's record is rewritten by every
 turn event, and on the embedded broker each record is a produce of its own, so the changelog was
 most of a worker's cost. Here a write marks the key dirty and is kept in memory, where reads see
-it, decoded (`processors/row_cache.py`); `flush_changelog` sends the dirty keys' last values to the
+it, decoded (`processors/state/row_cache.py`); `flush_changelog` sends the dirty keys' last values to the
 changelog, and RocksDB takes them, one write batch per partition with the changelog offset they reach,
 only once the broker has acknowledged them. The runtime acknowledges an event only once a flush that
 covers its writes is acknowledged, so a committed offset never runs ahead of RocksDB or the changelog.
@@ -21,7 +21,7 @@ cost more per call than RocksDB's own get or put (docs/profiles/README.md, "Tabl
 Faust keeps what the table is for: its changelog topic, its partitions' databases through
 rebalances, and their recovery.
 
-The flush queues its records on the worker's outbox (`processors/outbox.py`), not Faust's producer:
+The flush queues its records on the worker's outbox (`processors/output/appender.py`), not Faust's producer:
 Faust holds the stream back while its send buffer is full, and a flush that awaited Faust's `send`
 key after key waited a broker round trip whenever a key's partition still had a record pending, so
 a flush of a thousand keys took seconds while folded events (and their memory) piled up behind it.
@@ -42,8 +42,8 @@ from faust.streams import current_event
 from faust.types import TP
 from rocksdict import Rdict
 
-from processors.rocks import persist, write_rows
-from processors.row_cache import RowCache, fits
+from processors.state.rocks import persist, write_rows
+from processors.state.row_cache import RowCache, fits
 
 # Queues a partition's changelog records (topic, partition, [(key, value or None to delete)]); returns their acks.
 # A row not yet in RocksDB: its value, or (None,) for a deletion.
@@ -240,7 +240,7 @@ class WriteBehindTable(faust.Table[bytes, bytes]):
     ) -> None:
         """The changelog holds `records`: into RocksDB, then the offset Faust's recovery reads on from.
 
-        A failed send leaves them in flight: the worker stops (processors/commits.py) and refolds."""
+        A failed send leaves them in flight: the worker stops (processors/folds/commits.py) and refolds."""
         if ack.cancelled() or ack.exception() is not None:
             return
         for key, _ in records:

@@ -24,9 +24,9 @@ from domain.facts import NumberRemoved
 from domain.index import AlertEntry
 from domain.rules import MIN_MS
 from domain.times import parse_ms
-from processors.dead_letters import POISON
-from processors.feed import Feed
-from processors.parts import Parts
+from processors.faust.feed import Feed
+from processors.folds.parts import Parts
+from processors.output.dead_letters import POISON
 
 
 def register(w: Parts) -> None:

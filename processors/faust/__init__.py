@@ -1,0 +1,1 @@
+"""The Faust and aiokafka adapter: where the worker corrects or replaces Faust's internals (`patches.install`)."""
