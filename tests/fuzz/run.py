@@ -50,7 +50,11 @@ CHECKS = [
     response_schema_conformance,
 ]
 # High enough that no fuzz request meets a limiter: the limits have tests of their own.
-LIMITS = {"CALLSCREEN_READS_PER_MINUTE": "100000000", "CALLSCREEN_EVENTS_PER_MINUTE": "100000000"}
+LIMITS = {
+    "CALLSCREEN_READS_PER_MINUTE": "100000000",
+    "CALLSCREEN_ACCOUNT_READS_PER_MINUTE": "100000000",
+    "CALLSCREEN_EVENTS_PER_MINUTE": "100000000",
+}
 # Each operation's share of the requests: the event and account writes take bodies, so they get the most.
 SHARES = {
     "POST /v1/events": 20,

@@ -84,8 +84,10 @@ async def test_kills_at_every_step_lose_nothing_and_count_nothing_twice(
         "CALLSCREEN_WORKERS": str(WORKERS),
         "CALLSCREEN_FAULTS": f"every={EVERY},limit={KILLS}",
         "CALLSCREEN_EVENTS_PER_MINUTE": "100000",
-        # Every call is read back by id: 50 kills leave some 3,000 calls, past the default 600 reads a minute.
+        # Every call is read back by id: 50 kills leave some 3,000 calls, past the default 600 reads a minute
+        # for the key and 1,200 for the account.
         "CALLSCREEN_READS_PER_MINUTE": "100000",
+        "CALLSCREEN_ACCOUNT_READS_PER_MINUTE": "100000",
         **receiver_env(ca_file),
         # No sweep: after a restart its wall-clock ticks can reach an open call before the backlog's end
         # does, which the plain-data pipeline cannot foresee.
