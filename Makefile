@@ -86,22 +86,22 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.gate
 
 # make bench with py-spy on the edge and the worker (and on the worker folding a backlog): top functions,
-# and where the fold's CPU went, in docs/benchmarks.md; flame graphs in docs/profiles/.
+# and where the fold's CPU went, in bench/out/profile.md; flame graphs in bench/out/profiles/.
 bench-profile: $(STAMP)
 	$(BIN)/python -m bench.run --profile
-	$(BIN)/python -m bench.gate
+	$(BIN)/python -m bench.gate --out bench/out/profile.md
 
 # Only the carrier gate's section of docs/benchmarks.md (about a minute).
 bench-gate: $(STAMP)
 	$(BIN)/python -m bench.gate
 
 # Ten minutes at half the sustainable turn rate the last `make bench` found (docs/benchmarks.md), on a store
-# of 40,000 calls: p99, lag and RSS per minute (docs/benchmarks-soak.md, docs/soak.png).
+# of 40,000 calls: p99, lag and RSS per minute (bench/out/soak.md, bench/out/soak.png).
 bench-soak: $(STAMP)
 	$(BIN)/python -m bench.soak --phase soak
 
 # Twice that sustainable turn rate for a minute, then half: how soon p99 recovers, and that nothing
-# acknowledged was lost (about three minutes; docs/benchmarks-soak.md, docs/overload.png).
+# acknowledged was lost (about three minutes; bench/out/soak.md, bench/out/overload.png).
 bench-overload: $(STAMP)
 	$(BIN)/python -m bench.soak --phase overload
 

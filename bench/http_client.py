@@ -2,7 +2,7 @@
 
 aiohttp's client spent about 300 µs of CPU a request in the load generator, twice what a trivial
 aiohttp server spent answering it; on two cores shared with the service under test, that CPU was
-taken from the service (docs/profiles/README.md, "The load generator's own CPU"). This client writes
+taken from the service (docs/decisions/0010-load-generator-out-of-the-way.md). This client writes
 each request as one buffer and reads the answer by its Content-Length, which the service always
 sends; anything else (a chunked body, a closed connection) fails the request with `HttpError`, and
 the connection is dropped, never reused.

@@ -1,6 +1,6 @@
 """`python -m bench.memory`: every process's RSS as calls accumulate, toward 100,000 calls over 20,000
-protected numbers; writes docs/benchmarks-memory.md (docs/benchmarks-memory-tansu.md with
-`--broker memory`).
+protected numbers; writes bench/out/memory.md (bench/out/memory-tansu.md with `--broker memory`). The
+latest Kafka figures are copied into docs/benchmarks.md, "Memory, soak and overload".
 
 Calls (start and end) are appended in rounds straight to the events topic (`bench/prefill.py`); after
 each round the run waits for the worker to fold it, then reads every process's VmRSS (and the Kafka
@@ -26,7 +26,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.prefill import prefill
-from bench.run import Budget, doc_path, loadavg, machine, snapshot_rss
+from bench.run import OUT, Budget, loadavg, machine, snapshot_rss
 from bench.service import BROKERS, Progress, Service, broker_label, create_accounts, start_service
 from bench.traffic import NUMBERS_PER_ACCOUNT
 from infra.ports import free_port_block
@@ -250,7 +250,7 @@ def reading(results: dict[str, Any]) -> list[str]:
 MEMORY_BROKER_NOTE = """- On the memory broker the rounds slow down and then stop being folded long before 100,000
   calls: each fetch costs time in proportion to the records already in its partitions, so the broker,
   not the worker, runs out of CPU (its cores busy above). The measured 100,000-call figures are the
-  Kafka run's (`make bench-memory`, `docs/benchmarks-memory.md`)."""
+  Kafka run's (`make bench-memory`, `bench/out/memory.md`)."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -261,9 +261,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--accounts", type=int, default=800, help="guard accounts, 25 protected numbers each")
     parser.add_argument("--drain-timeout", type=float, default=60.0, help="seconds the worker gets per round")
     parser.add_argument("--budget", type=float, default=BUDGET_S, help="seconds of rounds at most")
-    parser.add_argument("--out", type=Path, help="the report (default docs/benchmarks-memory.md, -tansu.md on memory)")
+    parser.add_argument("--out", type=Path, help="the report (default bench/out/memory.md, -tansu.md on memory)")
     args = parser.parse_args(argv)
-    args.out = args.out or doc_path("benchmarks-memory", args.broker)
+    args.out = args.out or OUT / ("memory.md" if args.broker == "kafka" else "memory-tansu.md")
     return args
 
 

@@ -120,7 +120,7 @@ def render(r: dict[str, Any], command: str) -> str:
         (
             "The Kafka figures are in docs/benchmarks.md (`make bench`)."
             if memory
-            else "The same bench on the in-memory Tansu broker: docs/benchmarks-tansu.md"
+            else "The same bench on the in-memory Tansu broker: bench/out/tansu.md"
             " (`python -m bench.run --broker memory`)."
         ),
         "",
@@ -317,8 +317,8 @@ def fold_section(fold: dict[str, Any], consumer: dict[str, Any]) -> list[str]:
         "first commit inside the backlog (polled every 50 ms) to the commit that covers both topics' ends, so",
         "neither the append nor the worker's start-up counts, and its last flush does. Until 2026-11-29 it was",
         "the events topic's slope alone (shown beside it), and the detector's fold, which runs behind the",
-        "events' and catches up after them, was left out (docs/profiles/README.md, \"The detector's fold, timed",
-        "with the events'\"). The CPU a record runs from the resumption to that last commit. The",
+        "events' and catches up after them, was left out (docs/decisions/0028-fold-rate-beside-stock-faust.md).",
+        "The CPU a record runs from the resumption to that last commit. The",
         "same records are then copied to a topic of their own and folded by stock Faust with one table write a",
         "record: `bench/faust_floor.py`, a Faust app with the worker's own settings",
         "(`processors.app.make_faust_app`), one agent at concurrency 1, decoding each record and writing it to a",
@@ -487,10 +487,10 @@ def rss_table(r: dict[str, Any]) -> list[str]:
     if r.get("rss_bare_server") is not None:
         lines.append(f"| bare baseline server | {r['rss_bare_server']} (after its search) |" + " |" * len(snaps))
     curve = (
-        "as far as the memory broker goes: `docs/benchmarks-memory-tansu.md` (`python -m bench.memory --broker"
+        "as far as the memory broker goes: `bench/out/memory-tansu.md` (`python -m bench.memory --broker"
         " memory`, about 3 minutes)."
         if memory
-        else "`docs/benchmarks-memory.md` (`make bench-memory`, about 2 minutes, 10 at most)."
+        else '"Memory, soak and overload" below (`make bench-memory`, about 2 minutes, 10 at most).'
     )
     lines += [
         "",
@@ -549,6 +549,12 @@ def fold_profile(prof: dict[str, Any]) -> list[str]:
     for name, top in prof.get("top", {}).items():
         out += top_table(f"fold: {name}", top)
     return out
+
+
+# Sections other commands write into docs/benchmarks.md, carried over when `bench.run` writes it again: the
+# carrier gate's (`bench.gate`), and the latest memory, soak and overload figures, copied from their full
+# reports in bench/out/.
+KEPT_SECTIONS = ("gate", "elsewhere")
 
 
 def markers(name: str) -> tuple[str, str]:

@@ -4,8 +4,9 @@ Everything runs on loopback, inside a time budget (default 440 s, so `make bench
 stay under ten minutes; `--profile` adds `PROFILE_S` for its three profiles): phases that no longer fit
 are skipped and the report says so. `--broker kafka` (the default) runs the service on the local Apache
 Kafka `callscreen run` starts and writes docs/benchmarks.md;
-`--broker memory` runs it on the in-memory development broker (Tansu) and writes docs/benchmarks-tansu.md,
-so the two sets of figures sit side by side.
+`--broker memory` runs it on the in-memory development broker (Tansu) and writes bench/out/tansu.md, and
+`--profile` writes bench/out/profile.md with its flame graphs in bench/out/profiles/: bench/out/ is not
+kept in git, so docs/ holds only the latest plain run on Kafka.
 """
 
 from __future__ import annotations
@@ -54,7 +55,9 @@ from infra.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 P99_TARGET_MS = 50.0
-PROFILES = ROOT / "docs" / "profiles"
+# Full reports other than docs/benchmarks.md, and the flame graphs: not kept in git (.gitignore).
+OUT = ROOT / "bench" / "out"
+PROFILES = OUT / "profiles"
 # The bare server reaches the top on this host at full speed (its bound is the load generator, on the same
 # two cores): a floor there is a lower bound, and the edge's ratio to it an upper one (`report.edge_verdict`).
 LADDER: list[float] = [
@@ -600,7 +603,7 @@ def fold_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 
 async def profile_run(bench: Bench, mode: str, rate: float) -> dict[str, Any]:
     """py-spy on the edge and the worker while `mode` traffic runs at `rate`: the top functions for the
-    report, and a flame graph of each under docs/profiles/ (two samplers on each process)."""
+    report, and a flame graph of each under bench/out/profiles/ (two samplers on each process)."""
     seconds = int(bench.args.step_seconds)
     procs = bench.service.processes()
     targets = {"edge": procs["edge (callscreen run)"], "worker": procs.get("worker", 0)}
@@ -619,7 +622,7 @@ async def profile_run(bench: Bench, mode: str, rate: float) -> dict[str, Any]:
             await profile.finish(spy, 20)
     await bench.settle()
     out["top"] = {name: profile.top_functions(path) for name, path in files.items()}
-    out["graphs"] = {name: str(path.relative_to(ROOT)) for name, path in graphs.items() if path.exists()}
+    out["graphs"] = {name: graph_link(bench, path) for name, path in graphs.items() if path.exists()}
     return out
 
 
@@ -651,8 +654,13 @@ async def profile_fold(bench: Bench, calls: int) -> dict[str, Any]:
             await profile.stop(spy, 20)
     out["top"] = {"worker": profile.top_functions(raw)}
     out["parts"] = profile.parts(raw)
-    out["graphs"] = {"worker": str(graph.relative_to(ROOT))} if graph.exists() else {}
+    out["graphs"] = {"worker": graph_link(bench, graph)} if graph.exists() else {}
     return out
+
+
+def graph_link(bench: Bench, graph: Path) -> str:
+    """A flame graph's path as the report links it: relative to the report's own directory."""
+    return os.path.relpath(graph, bench.args.out.parent)
 
 
 def log_summary(paths: list[Path], keep: int = 8) -> dict[str, Any]:
@@ -723,17 +731,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--broker", choices=BROKERS, default="kafka", help="the local Apache Kafka, or the in-memory Tansu"
     )
-    parser.add_argument("--out", type=Path, help="the report (default docs/benchmarks.md, -tansu.md on memory)")
+    parser.add_argument(
+        "--out", type=Path, help="the report (default docs/benchmarks.md; bench/out/ with --profile or --broker memory)"
+    )
     parser.add_argument("--json", type=Path, help="also write the raw results here (default: in the temp dir)")
     args = parser.parse_args(argv)
-    args.out = args.out or doc_path("benchmarks", args.broker)
+    args.out = args.out or default_out(args.broker, args.profile)
     args.json = args.json or Path(tempfile.gettempdir()) / f"callscreen-bench-{args.broker}.json"
     return args
 
 
-def doc_path(stem: str, broker: str) -> Path:
-    """docs/<stem>.md for Kafka, docs/<stem>-tansu.md for the memory broker: both sets side by side."""
-    return ROOT / "docs" / (f"{stem}.md" if broker == "kafka" else f"{stem}-tansu.md")
+def default_out(broker: str, profiled: bool = False) -> Path:
+    """docs/benchmarks.md for a plain run on Kafka, the page of the manual; a profiled run's report or the
+    memory broker's goes to bench/out/ (`profile.md`, `tansu.md`, `profile-tansu.md`)."""
+    if not profiled:
+        return ROOT / "docs" / "benchmarks.md" if broker == "kafka" else OUT / "tansu.md"
+    return OUT / ("profile.md" if broker == "kafka" else "profile-tansu.md")
 
 
 async def main_async(args: argparse.Namespace, budget: Budget, data_dir: Path) -> dict[str, Any]:
@@ -774,8 +787,11 @@ def main(argv: list[str] | None = None) -> None:
         command = "python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:])
         args.out.parent.mkdir(parents=True, exist_ok=True)
         rendered = report.render(results, command.strip())
-        kept = report.section_of(args.out.read_text(), "gate") if args.out.exists() else None
-        args.out.write_text(rendered if kept is None else report.with_section(rendered, "gate", kept))
+        previous = args.out.read_text() if args.out.exists() else ""
+        for name in report.KEPT_SECTIONS:
+            kept = report.section_of(previous, name)
+            rendered = rendered if kept is None else report.with_section(rendered, name, kept)
+        args.out.write_text(rendered)
     print(f"wrote {args.out} in {results['elapsed_s']}s", file=sys.stderr)
 
 

@@ -11,7 +11,8 @@ overload  twice `--sustainable` for 60 s, then half of it for 60 s: p99 and each
           `GET /v1/calls/{call_id}` that every call whose start was acknowledged has every acknowledged
           turn and end in its record.
 
-Writes docs/benchmarks-soak.md with docs/soak.png and docs/overload.png (drawn with matplotlib).
+Writes bench/out/soak.md with soak.png and overload.png beside it (drawn with matplotlib); the latest
+verdicts are copied into docs/benchmarks.md, "Memory, soak and overload".
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from bench.loadgen import in_process
 from bench.memory import rocksdb_mb
 from bench.prefill import prefill
 from bench.report import turn_rate_found
-from bench.run import P99_TARGET_MS, ROOT, CpuShares, loadavg, machine, snapshot_rss
+from bench.run import OUT, P99_TARGET_MS, ROOT, CpuShares, loadavg, machine, snapshot_rss
 from bench.service import Progress, Service, create_accounts, start_service
 from bench.soak_report import draw_overload, draw_soak, render
 from bench.traffic import BenchAccount
@@ -43,7 +44,7 @@ OVERLOAD_STEP_S = 60.0
 OVERLOAD_WINDOW_S = 5.0
 # Unmeasured full calls at the low rate before the overload: a fresh broker's first seconds cost it two to three
 # times the CPU of the same load later, which put timeouts into the overload's first windows
-# (docs/benchmarks-soak.md, below the overload section).
+# (docs/decisions/0033-warm-up-before-the-overload.md).
 OVERLOAD_WARMUP_S = 15.0
 RECOVERY_TARGET_S = 30.0
 # Two calls for each of the 20,000 protected numbers of the default 800 accounts.
@@ -256,7 +257,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--prefill", type=int, default=PREFILL_CALLS, help="calls in the store before the soak starts (0: empty)"
     )
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks-soak.md")
+    parser.add_argument("--out", type=Path, default=OUT / "soak.md")
     args = parser.parse_args(argv)
     if args.sustainable is None:
         # The rate this machine sustains now, not a constant from another machine or another week.
@@ -272,6 +273,7 @@ def main(argv: list[str] | None = None) -> None:
     raw.write_text(json.dumps(results, indent=2, default=str))
     command = "python -m bench.soak " + " ".join(argv if argv is not None else sys.argv[1:])
     previous = args.out.read_text() if args.out.exists() else ""
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     if "soak" in results:
         draw_soak(results["soak"], args.out.parent / "soak.png")
     if "overload" in results:

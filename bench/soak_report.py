@@ -1,4 +1,4 @@
-"""docs/benchmarks-soak.md and its two pictures, from the results of `bench.soak`."""
+"""bench/out/soak.md and its two pictures, from the results of `bench.soak`."""
 
 from __future__ import annotations
 

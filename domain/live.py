@@ -110,7 +110,7 @@ class LiveState(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, g
     # Turn events folded (ticks excluded): the per-call cap counts these.
     written: int = 0
     # Ids of events folded into the checkpoint, the newest `SEEN_KEEP`: the recent steps carry their own,
-    # and a call's row is rewritten on each of its events (docs/profiles/README.md, "Turn rows").
+    # and a call's row is rewritten on each of its events (docs/decisions/0011-smaller-call-rows.md).
     seen: tuple[str, ...] = ()
     # (type, role, turn) of the checkpoint's events that named their turn, the newest `SEEN_KEEP`: a client's
     # retry of one (a new id, after a 503) is the same turn again (`repeated`).

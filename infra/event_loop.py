@@ -2,7 +2,7 @@
 
 uvloop by default: libuv's socket writes and callback scheduling cost each process less CPU per
 request than asyncio's selector loop, and every hop of an answer crosses several processes on the
-same cores (docs/profiles/README.md, "The event loop").
+same cores (docs/decisions/0015-every-process-on-uvloop.md).
 """
 
 from __future__ import annotations

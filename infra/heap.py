@@ -19,7 +19,8 @@ def freeze_startup_objects() -> None:
     A full collection walks every tracked object. A worker imports Faust, aiokafka and their
     dependencies, and each full collection took 40 ms on average (59 ms at most) while serving
     turn traffic: a pause every request in flight waited out. Objects made before serving live as
-    long as the process, so the collector need never look at them again (docs/profiles/README.md).
+    long as the process, so the collector need never look at them again
+    (docs/decisions/0003-collector-frozen-and-in-larger-steps.md).
     """
     gc.collect()
     gc.freeze()
@@ -31,7 +32,7 @@ def collect_less_often() -> None:
     A collection finds almost nothing to free in a fold: its cost is walking what survives (records
     buffered, acks pending, values kept). At Python's thresholds the collector took 16.3 µs of CPU a
     record, 19 full collections of 19 ms each in 48,000 records, and its longest pause was 39.6 ms; at
-    these, 7.9 µs, none, and 19.7 ms (docs/profiles/README.md, "The collector's thresholds"). A full
+    these, 7.9 µs, none, and 19.7 ms (docs/decisions/0003-collector-frozen-and-in-larger-steps.md). A full
     collection still comes every hundred middle ones, for whatever cyclic garbage there is.
     """
     gc.set_threshold(*FOLD_THRESHOLDS)
@@ -43,7 +44,7 @@ def map_large_blocks() -> bool:
     glibc raises the threshold to the size of each mapped block that is freed, up to 32 MB. RocksDB's
     memtable arena blocks (512 KB here) are allocated and freed all the time, so after the first few
     they came from the main heap, where the holes they left kept the worker's RSS growing in a long run
-    (docs/profiles/README.md, "The worker's memory in the soak"). False where the C library has no
+    (docs/decisions/0020-worker-memory-in-the-soak.md). False where the C library has no
     `mallopt` (not glibc): nothing changes there.
     """
     # The process's own symbols, the C library's among them: no search for the library's file.

@@ -62,8 +62,8 @@ def partition_for(key: str, partitions: int) -> int:
     """Kafka's default partitioner (murmur2), so explicit and keyed sends agree.
 
     `murmurhash2` computes it in C: aiokafka's pure-Python `murmur2` took 3.9 µs a key, and the worker
-    hashes each fact's number key, more numbers than a cache held (docs/profiles/README.md, "The
-    partitioner in C").
+    hashes each fact's number key, more numbers than a cache held
+    (docs/decisions/0018-partitions-by-murmur2-in-c.md).
     """
     return (murmurhash2(key.encode(), MURMUR2_SEED) & 0x7FFFFFFF) % partitions
 

@@ -4,7 +4,7 @@ aiokafka encodes and decodes every field of a request through nested schema obje
 field. It keeps no fetch session, so every fetch names every partition its consumer is assigned and every
 answer lists them all, records or none: a worker's consumer holds some 24 partitions, and at 1,000 turn
 events a second its fetches, a few records each, spent a fifth of the worker's CPU in that codec
-(docs/profiles/README.md, "Fetches at live rates"). These give the same values as aiokafka's own
+(docs/decisions/0031-fetch-codec-in-one-pass.md). These give the same values as aiokafka's own
 (tests/unit/test_kafka_codec.py) for v11, the newest version aiokafka speaks and the one Kafka answers it in.
 """
 

@@ -2,7 +2,11 @@
 
 A process restarted after a crash that joins under the id of the member it replaces gets that member's
 partitions at once. A dynamic member waited out the dead one's session (10 s) first, and every fold,
-answer and delivery waited with it (docs/profiles/README.md, "A worker's restart after SIGKILL").
+answer and delivery waited with it (docs/decisions/0034-restart-after-sigkill.md).
+
+Upstream: aiokafka's `GroupCoordinator.maybe_leave_group` sends LeaveGroup only without a
+`group_instance_id`, as KIP-345 intends (aio-libs/aiokafka#682, #827); a clean stop must move the
+partitions at once all the same.
 """
 
 from __future__ import annotations

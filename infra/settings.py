@@ -119,8 +119,7 @@ class Settings:
     # Events a worker may have folded whose appends and changelog records the broker has not yet
     # acknowledged; past it the folds wait. Without a bound a backlog is folded faster than the broker
     # acknowledges what the folds append, and each such event, its record and its appends stay in memory
-    # (docs/profiles/README.md, "Feeds, not streams"; larger bounds tried: "The bound on unacknowledged
-    # events, again").
+    # (docs/decisions/0023-unacknowledged-bound-at-4096.md, with the larger bounds tried).
     worker_unacknowledged_max: int = 4096
     # A worker sends its tables' changed keys to their changelogs this often, each key's last value once.
     changelog_flush_ms: int = 200
@@ -134,8 +133,8 @@ class Settings:
     rocksdb_memory_mb: int = 32
     # Table rows a worker keeps decoded after reading or writing them, by their encoded size (the decoded
     # structs take a few times more). Room for the rows of the calls a burst leaves open: at 4 MB the
-    # worker decoded most rows again after an overload (docs/profiles/README.md, "Rows the collector never
-    # walks"). `row_cache_check` decodes every kept struct, and every value the feature view keeps as it
+    # worker decoded most rows again after an overload (docs/decisions/0017-call-rows-kept-decoded.md).
+    # `row_cache_check` decodes every kept struct, and every value the feature view keeps as it
     # was put, again and fails on a difference: for tests, not for production.
     row_cache_mb: int = 16
     row_cache_check: bool = False

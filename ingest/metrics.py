@@ -70,8 +70,9 @@ class EdgeMetrics:
         """`metric.labels(*values)`, looked up once per label set.
 
         Every request and every event looks up two or four children, and prometheus_client's lookup
-        (checks, a lock) was 2.6 % of the edge's samples at 1,500 turns a second (docs/profiles/README.md,
-        "The edge's partitioner and metrics"). The label sets are few: routes, methods, statuses, types.
+        (checks, a lock) was 2.6 % of the edge's samples at 1,500 turns a second
+        (docs/decisions/0018-partitions-by-murmur2-in-c.md). The label sets are few: routes, methods, statuses,
+        types.
         """
         key = (metric, values)
         found = self._children.get(key)

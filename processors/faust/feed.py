@@ -3,7 +3,7 @@
 
 Faust takes each record through the conductor's lock, a channel's decode and queue, and a stream's
 generator (sensors, acks by reference count, the current event) before an agent sees it: about a sixth
-of the worker's CPU while it folds a backlog (docs/profiles/README.md, "Feeds, not streams"). A feed
+of the worker's CPU while it folds a backlog (docs/decisions/0022-feeds-not-streams.md). A feed
 keeps only what the folds rely on from that path:
 - the consumer tracks and acknowledges each record, so Faust's commits work as before;
 - the record is the task's current event, whose partition the tables read (processors/state/write_behind.py);

@@ -3,7 +3,7 @@
 Faust runs aiokafka in a second thread and hands every fetch, seek and commit across with a method
 queue and a cross-thread wake-up. In this worker that hand-off was a large part of each record's
 cost: the two threads took turns at the GIL, and each fetch, each result and each rebalance callback
-woke the other loop (docs/profiles/README.md, "A fourth look"). Here the "thread" is a plain service
+woke the other loop (docs/decisions/0005-faust-consumer-on-the-workers-loop.md). Here the "thread" is a plain service
 on the app's loop: the same aiokafka consumer, the same calls, awaited directly. Faust's own
 reason for the thread, a main loop too busy to heartbeat, does not hold here: aiokafka heartbeats
 from a task of its own, and a fold holds the loop for milliseconds against a 10 s session timeout.
@@ -79,7 +79,7 @@ class InlineConsumer(driver.Consumer):
         are fetched and never taken, and aiokafka sends no fetch to a broker while a record it fetched
         from it is less than its prefetch backoff (100 ms) old and not yet taken: every partition's next
         record waited up to 100 ms, once for each changelog partition written for the first time
-        (docs/profiles/README.md, "Changelogs fetched and never taken").
+        (docs/decisions/0014-changelogs-paused-in-aiokafka.md).
         """
         tps = list(tps)
         super().pause_partitions(tps)
@@ -116,7 +116,7 @@ class InlineConsumer(driver.Consumer):
 
         Mode's `wait_first` makes four tasks for it (the delivery, the flow, stopped, crashed) and cancels
         three: per record, more than the delivery itself, which only queues the record on its agent's
-        buffer (docs/profiles/README.md, "Four tasks a record"). Here the delivery's first step runs at
+        buffer (docs/decisions/0008-records-handed-over-without-tasks.md). Here the delivery's first step runs at
         once; only a delivery that has to wait (a full buffer) goes the way of tasks, from where it stopped.
         """
         deliver, *others = coros
@@ -138,7 +138,7 @@ class InlineConsumer(driver.Consumer):
         Faust takes each record through a round-robin scheduler, a flow, generation and partition check,
         the partition's high-water mark, and `wait_first` on the conductor's callback and the flow's
         suspension: a tenth of the worker's CPU while it folds a backlog, for a hand-over to a feed that
-        never waits (docs/profiles/README.md, "Fetches handed over whole")."""
+        never waits (docs/decisions/0008-records-handed-over-without-tasks.md)."""
         feeds: dict[str, Feed] = getattr(self.app.topics, "feeds", {})
         stopped, fetcher_stopped = self._stopped.is_set, fetcher._stopped.is_set
         try:

@@ -48,7 +48,7 @@ def register(w: Parts) -> None:
             account, call_id = keys.split_call(key)
             # At its due time in event time, as a number's tick: a call reported late stays in its own time.
             # A tick at the sweep's time was ahead of every event such a call still sent, and each of them
-            # replayed the live picture's last steps (docs/profiles/README.md, "Ticks ahead of their call").
+            # replayed the live picture's last steps (docs/decisions/0016-ticks-at-their-calls-time.md).
             # One id per due time: a tick appended again before the fold moved the due time counts once.
             tick = Tick(id=derived_event_id("tick", key, str(due)), account_id=account, call_id=call_id, at=due)
             await w.appender.append("events", key, tick, partition=partition_for(key, w.settings.partitions))

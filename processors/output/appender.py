@@ -122,7 +122,7 @@ class Outbox:
     ) -> None:
         """Records queued while the partition's last send waited, in as few batches as hold them: in a
         backlog, about a hundred facts a batch instead of the producer's `send` for each
-        (docs/profiles/README.md, "Facts in batches")."""
+        (docs/decisions/0009-flushes-and-facts-in-batches.md)."""
         start = 0
         for batch, count in _batches(producer, [(key, value) for key, value, _ in entries]):
             await _submit_each(producer, batch, [ack for _, _, ack in entries[start : start + count]], topic, partition)
@@ -135,7 +135,7 @@ class Outbox:
 
         Each returned ack settles with its batch's last record's metadata. A record sent on its own cost
         a future, a queue hop and the producer's per-record bookkeeping; a changelog flush sends
-        thousands at once (docs/profiles/README.md, "Changelog batches").
+        thousands at once (docs/decisions/0009-flushes-and-facts-in-batches.md).
         """
         producer = await self._producer()
         return [await _submit(producer, batch, count, topic, partition) for batch, count in _batches(producer, records)]

@@ -9,9 +9,9 @@ offsets live in the feature store beside what they cover, so a restart resumes w
 
 While this worker folds every events partition, its own facts are the whole log's and are in the view
 as they are appended: reading them back is bookkeeping, so the mirror then reads in batches, one fetch
-per `BATCH_S` at most, instead of a fetch per record (docs/profiles/README.md: a third of the broker's
-CPU while folding a backlog). While the partitions are shared, the barrier waits on the mirror, which
-then fetches as soon as a record lands.
+per `BATCH_S` at most, instead of a fetch per record (a third of the broker's CPU while folding a backlog:
+docs/decisions/0001-facts-mirror-reads-in-batches.md). While the partitions are shared, the barrier waits on
+the mirror, which then fetches as soon as a record lands.
 
 The barrier is read-your-writes through the log: a start waits until what it reads is in the feature view.
 

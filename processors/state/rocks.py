@@ -12,14 +12,14 @@ Index and filter blocks stay outside the cache, in each table file's reader, whe
 grows with the keys held (the bloom filter's 10 bits a key, and one index entry a data block). In the
 cache, data blocks evicted them once the store outgrew it, and a read of an absent key (most of what a
 start's score reads: a new caller has no history, window or block) read them from disk again: the
-worker's CPU a record grew with each round of calls (docs/profiles/README.md, "Filters outside the cache").
+worker's CPU a record grew with each round of calls (docs/decisions/0019-rocksdb-filters-outside-the-cache.md).
 
 The feature view's store (`RocksStore`): JSON values under string keys, within the worker's budget.
 
 It keeps the `domain.store.Store` contract (tests/unit/test_store.py runs it on both stores). A put is
 kept in memory, where gets see it, until `write_pending` writes every put since the last one in a
 single write batch: a start's fact puts about ten keys, and each put of its own was a write to
-RocksDB's write-ahead log (docs/profiles/README.md, "The feature view written behind"). The worker
+RocksDB's write-ahead log (docs/decisions/0012-state-written-behind-without-the-log.md). The worker
 calls `write_pending` in each changelog flush, before it acknowledges the events the flush covers, so
 a committed offset never runs ahead of the view; the mirror's positions reach RocksDB in the same
 batch as the facts they cover. After a crash the mirror reads the log up to its end before any event
@@ -69,8 +69,8 @@ class RocksBudget:
             megabytes * MB // 2, False, self.cache
         )
         # Compactions run at the lowest CPU priority: on two cores they took a core's slice from the
-        # folds and answers when the service was busiest (docs/profiles/README.md, "Compactions at low
-        # priority"). Flushes keep theirs: a write waits for one when both memtables are full.
+        # folds and answers when the service was busiest (docs/decisions/0026-compactions-at-low-priority.md).
+        # Flushes keep theirs: a write waits for one when both memtables are full.
         self.env = Env()
         self.env.lower_thread_pool_cpu_priority()
 
@@ -93,7 +93,7 @@ class RocksBudget:
         options = self.options()
         # Named, or rocksdict opens an existing database's column family with its own table options:
         # a block cache of 8 MB for each database and no bloom filter. Every restart lost the shared
-        # budget and the filters (docs/profiles/README.md, "Options lost on a restart").
+        # budget and the filters (docs/decisions/0019-rocksdb-filters-outside-the-cache.md).
         return Rdict(str(path), options=options, column_families={"default": options})
 
 
@@ -142,8 +142,8 @@ class BudgetedFaustOptions(RocksDBOptions):
         """As Faust opens a table's database, but through `RocksBudget.open`: Faust names no column family.
 
         Its writes skip RocksDB's write-ahead log, which cost more than the write itself: 10–14 µs for a
-        6 KB row against 2.4–3.4 µs without (docs/profiles/README.md, "Table writes without RocksDB's
-        log"). A table needs no log: it takes rows only once their changelog holds them
+        6 KB row against 2.4–3.4 µs without (docs/decisions/0012-state-written-behind-without-the-log.md).
+        A table needs no log: it takes rows only once their changelog holds them
         (processors/state/write_behind.py), and what RocksDB has on disk is always a whole flush of its memtable,
         the offset Faust stores after the rows included, so a table that lost its memtable is recovered from
         its changelog from that offset: after a crash, only what the memtables held. A clean stop writes
@@ -172,11 +172,10 @@ class RocksStore:
         self._pending: dict[bytes, bytes | None] = {}
         # A start reads its features, then its own fact is applied to the same keys, and the call's end and
         # the account's next start read what it put: most reads are of a value read or put before, absent
-        # keys included (docs/profiles/README.md, "The view's values kept"). A value kept is the store's own:
+        # keys included (docs/decisions/0021-view-keeps-what-it-read-and-put.md). A value kept is the store's own:
         # the view changes one only to put it back. A struct put is forgotten: a get gives builtins.
         # An account's numbers and day count, read by each of its starts, were forgotten with everything else
-        # every 2,000 calls or so, and read and decoded again (docs/profiles/README.md, "The view's values
-        # kept in two generations").
+        # every 2,000 calls or so, and read and decoded again (docs/decisions/0021-view-keeps-what-it-read-and-put.md).
         self._read: dict[str, Any] = {}
         self._older: dict[str, Any] = {}
 

@@ -1,7 +1,7 @@
 """Table rows read or written lately, with the struct each decodes to, within a bound on their bytes.
 
 Every event of a call reads the call's row and writes it back: about 6 KB, fetched from RocksDB and
-decoded each time (docs/profiles/README.md, "The rows kept decoded"). A row kept here is neither; a
+decoded each time (docs/decisions/0017-call-rows-kept-decoded.md). A row kept here is neither; a
 row that is not a struct (an index, a due time) is still decoded, but not fetched. The struct a fold
 wrote is kept as it was written, not decoded again, so in `check` mode (the test suite's) every struct
 kept is decoded again from its row and compared, type for type: a fold must see the same values from

@@ -44,7 +44,7 @@ class Tables:
         self.all: dict[str, WriteBehindTable] = {}
         # Each (table, space, partition)'s oldest day on the horizon's index, and the table's `resets`
         # when it was read: every event asks whether a day is past the horizon, and almost never is one
-        # (docs/profiles/README.md, "The horizon asked once a day"). A day noted or evicted moves it.
+        # (docs/decisions/0027-listing-index-one-key-an-entry.md). A day noted or evicted moves it.
         self._oldest_day: dict[tuple[str, str, int], tuple[int, int | None]] = {}
 
     def table(self, name: str) -> WriteBehindTable:

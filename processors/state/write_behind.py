@@ -17,7 +17,7 @@ the tables and restore them whole: docs/architecture.md, "Crash recovery".)
 
 Reads and writes go to the database of the current event's partition, as Faust's own store does, but
 without the layers around it: its mapping, serializer registry, key-to-partition index and sensors
-cost more per call than RocksDB's own get or put (docs/profiles/README.md, "Table reads and writes").
+cost more per call than RocksDB's own get or put (docs/decisions/0007-tables-read-rocksdb-directly.md).
 Faust keeps what the table is for: its changelog topic, its partitions' databases through
 rebalances, and their recovery.
 

@@ -1,4 +1,4 @@
-"""Rows kept decoded cost the cyclic collector nothing (docs/profiles/README.md, "Rows the collector never walks").
+"""Rows kept decoded cost the cyclic collector nothing (docs/decisions/0017-call-rows-kept-decoded.md).
 
 The worker keeps the rows it folds decoded (`processors/state/row_cache.py`); each object the collector
 tracks is one more it walks in every full collection. Domain structs are `gc=False` and keep their
