@@ -33,7 +33,7 @@ from rocksdict import Rdict
 from bench.domain_floor import rates
 from bench.service import backlog, create_topic
 from domain import calls, detectors, features, index, keys
-from domain.calls import CallState, Stored
+from domain.calls import Stored
 from domain.detectors import Echo, NumberWindow
 from domain.events import decode_event
 from domain.features import FeatureView
@@ -83,7 +83,8 @@ class LeanFold:
         self.rules = settings.rules
         budget = RocksBudget(settings.rocksdb_memory_mb)
         self.rows = Rows(root / "tables", budget)
-        self.view = FeatureView(RocksStore(root / "features", budget), self.rules.scoring)
+        self.store = RocksStore(root / "features", budget)
+        self.view = FeatureView(self.store, self.rules.scoring)
 
     def fold(self, value: bytes, key: str, partition: int) -> list[tuple[str, bytes]]:
         """One event as the worker folds it; the (key, fact) pairs to append."""
@@ -92,22 +93,20 @@ class LeanFold:
         outcome = calls.fold(state, event, features.context(self.view, state, event, self.rules), self.rules)
         if outcome.state is not None:
             self.rows.put("calls", partition, key, outcome.state)
-        listed = calls.listing_entry(state, event, outcome)
-        if listed is not None:
+        if outcome.listed is not None:
             account = keys.split_call(key)[0]
 
             def reader(index_key: str) -> Any:
                 return self.rows.get("call_index", partition, index_key, Any)
 
-            for index_key, row in index.additions(reader, "calls", account, partition, listed).items():
+            for index_key, row in index.additions(reader, "calls", account, partition, outcome.listed).items():
                 self.rows.put("call_index", partition, index_key, row)
-        if isinstance(outcome.state, CallState):
-            due = calls.sweep_due(outcome.state, self.rules)
-            if self.rows.get("sweeps", partition, key, int) != due:
-                if due is None:
-                    self.rows.delete("sweeps", partition, key)
-                else:
-                    self.rows.put("sweeps", partition, key, due)
+        due = None if outcome.due is None else outcome.due.at
+        if self.rows.get("sweeps", partition, key, int) != due:
+            if due is None:
+                self.rows.delete("sweeps", partition, key)
+            else:
+                self.rows.put("sweeps", partition, key, due)
         appended = []
         for fact in outcome.facts:
             self.view.apply(fact)
@@ -151,7 +150,7 @@ async def run(settings: Settings, topic: str, root: Path) -> dict[str, Any]:
                     for number_key, fact in lean.fold(record.value, record.key.decode(), tp.partition):
                         acks.append(await producer.send(out_topic, fact, key=number_key.encode()))
                     folded += 1
-            lean.view.store.write_pending()
+            lean.store.write_pending()
             dirty, lean.rows.dirty = lean.rows.dirty, {}
             for (_, partition, key), row in dirty.items():
                 acks.append(await producer.send(out_topic, row, key=key, partition=partition))

@@ -16,6 +16,7 @@ import msgspec
 
 from domain import live
 from domain.alerts import Alert, make_alert, with_prior
+from domain.due import Due
 from domain.events import KEY_CREDENTIAL, AnyEvent, CallEnded, CallStarted, GateForwarded, GatePressed, Tick, Turn
 from domain.facts import (
     CallDecided,
@@ -143,9 +144,25 @@ class Outcome(msgspec.Struct, frozen=True, gc=False):
     alerts: list[Alert] = []
     # The call this event belongs to: the shell appends it again under that call's key.
     forward: str | None = None
+    # The calls listing's entry to add (`listing_entry`), and when the sweep must look at the call again.
+    listed: CallEntry | None = None
+    due: Due | None = None
 
 
 def fold(state: Stored | None, event: AnyEvent, context: StartContext, rules: Rules) -> Outcome:
+    """What `event` does to the call whose row is `state`: everything the shell writes, answers and appends."""
+    outcome = decide(state, event, context, rules)
+    after = outcome.state if outcome.state is not None else state
+    listed = listing_entry(state, event, outcome)
+    due = None
+    if isinstance(after, CallState) and (at := sweep_due(after, rules)) is not None:
+        due = Due(at, tick_after(after, at))
+    if due is None and listed is None:
+        return outcome
+    return msgspec.structs.replace(outcome, listed=listed, due=due)
+
+
+def decide(state: Stored | None, event: AnyEvent, context: StartContext, rules: Rules) -> Outcome:
     if isinstance(state, Alias):
         return Outcome(200, None, forward=state.alias_of)
     if state is None and context.alias is not None and context.alias != event.call_id:

@@ -14,6 +14,7 @@ from typing import Any, cast
 import msgspec
 
 from domain.alerts import Alert, callers_named, make_alert, with_prior
+from domain.due import Due
 from domain.facts import (
     AnyFact,
     BlockPlaced,
@@ -137,6 +138,8 @@ class Observed(msgspec.Struct, frozen=True, gc=False):
     # The echo to keep for this fact, and the facts whose echoes may now be dropped.
     echo: Echo | None = None
     forgotten: list[str] = []
+    # When the sweep must tick the number again (`sweep_due`).
+    due: Due | None = None
 
 
 class _Working:
@@ -176,7 +179,21 @@ def observe(
     scoring: ScoringRules,
     echo_of: Callable[[str], Echo | None] = lambda fact_id: None,
 ) -> Observed:
-    """Fold one fact into the number's window: the new window and what it raises and places."""
+    """Fold one fact into the number's window: the new window, what it raises and places, and its due time."""
+    observed = _observe(window, fact, rules, scoring, echo_of)
+    due = sweep_due(observed.window, fact.at)
+    if due is None:
+        return observed
+    return msgspec.structs.replace(observed, due=Due(due, tick_after(observed.window, due)))
+
+
+def _observe(
+    window: NumberWindow,
+    fact: Fact,
+    rules: DetectorRules,
+    scoring: ScoringRules,
+    echo_of: Callable[[str], Echo | None],
+) -> Observed:
     if fact.id in window.seen:
         # Folded before: a crash may have lost what it raised on the way to the log, so raise it again
         # (the same ids, which every consumer counts once).

@@ -1,10 +1,8 @@
-"""The alert store, billing and test agents: alerts become listable; failed payments and owners' test
+"""The folds of the alerts, accounts and billing topics: alerts become listable; failed payments and owners' test
 requests (on the accounts topic) become alerts; a removed number (on the accounts topic too) becomes the
 feature view's fact."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import msgspec
 
@@ -24,44 +22,26 @@ from domain.facts import NumberRemoved
 from domain.index import AlertEntry
 from domain.rules import MIN_MS
 from domain.times import parse_ms
-from processors.faust.feed import Feed
+from processors.faust.feed import Fed
 from processors.folds.parts import Parts
-from processors.output.dead_letters import POISON
+from processors.folds.shell import each_record
+from processors.output.appender import Ack
 
 
 def register(w: Parts) -> None:
     w.tables.table("alert_store")
     w.tables.table("billing")
 
-    @w.fold("alerts")
-    async def store_alerts(feed: Feed) -> None:
-        async for record, pending in w.commits.folds(feed, "alerts"):
-            w.progress.folded("alerts", record)
-            try:
-                store_alert(w, record)
-            except POISON as error:
-                await w.dead_letters.put("alerts", record, error, pending)
+    async def store_one(record: Fed, pending: list[Ack], replay: bool) -> None:
+        # Stored on a replay too: the store is this fold's own table.
+        store_alert(w, record)
 
-    @w.fold("accounts")
-    async def test_requests(feed: Feed) -> None:
-        async for record, pending in w.commits.folds(feed, "accounts"):
-            replay = w.progress.folded("accounts", record)
-            try:
-                await fold_account_change(w, record, pending, replay)
-            except POISON as error:
-                await w.dead_letters.put("accounts", record, error, pending)
-
-    @w.fold("billing")
-    async def payments(feed: Feed) -> None:
-        async for record, pending in w.commits.folds(feed, "billing"):
-            replay = w.progress.folded("billing", record)
-            try:
-                await fold_payment(w, record, pending, replay)
-            except POISON as error:
-                await w.dead_letters.put("billing", record, error, pending)
+    each_record(w, "alerts", store_one)
+    each_record(w, "accounts", lambda record, pending, replay: fold_account_change(w, record, pending, replay))
+    each_record(w, "billing", lambda record, pending, replay: fold_payment(w, record, pending, replay))
 
 
-def store_alert(w: Parts, record: Any) -> None:
+def store_alert(w: Parts, record: Fed) -> None:
     alert = msgspec.json.decode(record.value, type=Alert)
     key = keys.alert(alert.account_id, alert.id)
     if w.tables.get("alert_store", key, Alert) is None:
@@ -75,7 +55,7 @@ def store_alert(w: Parts, record: Any) -> None:
             w.tables.delete("alert_store", keys.alert(eviction.account, alert_id))
 
 
-async def fold_account_change(w: Parts, record: Any, pending: list[Any], replay: bool) -> None:
+async def fold_account_change(w: Parts, record: Fed, pending: list[Ack], replay: bool) -> None:
     change = msgspec.json.decode(record.value)
     if not isinstance(change, dict) or replay:
         return
@@ -93,7 +73,7 @@ async def fold_account_change(w: Parts, record: Any, pending: list[Any], replay:
     # Every other account change is the edge's and the alerting role's to fold.
 
 
-async def fold_payment(w: Parts, record: Any, pending: list[Any], replay: bool) -> None:
+async def fold_payment(w: Parts, record: Fed, pending: list[Ack], replay: bool) -> None:
     try:
         payment = msgspec.json.decode(record.value, type=PaymentFailed)
     except msgspec.ValidationError:

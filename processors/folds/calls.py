@@ -1,7 +1,8 @@
-"""The per-call agent: a shell around `domain.calls.fold` for the events topic, and the call sweep.
+"""The events topic's fold around `domain.calls.fold`, and the call sweep.
 
-For each event: wait on the barrier, read the call's row, gather what the event reads beyond it,
-fold, write the row, answer, append the facts and alerts.
+For each event: wait on the barrier, read the call's row, gather what the event reads beyond it, fold,
+write what the outcome says (the row, the listing's entry, the sweep's due time), answer, append the
+facts and alerts.
 """
 
 from __future__ import annotations
@@ -12,51 +13,39 @@ from domain import calls, features, keys
 from domain.calls import CallState, Outcome, Stored
 from domain.events import CallStarted, Tick, decode_event
 from domain.ids import derived_event_id
-from domain.index import CallEntry
 from infra.kafka import partition_for
-from processors.faust.feed import Feed
+from processors.faust.feed import Fed
 from processors.folds.parts import Parts
-from processors.folds.shell import DueIndex
-from processors.output.dead_letters import POISON
+from processors.folds.shell import Sweeps, each_record
+from processors.output.appender import Ack
 
 
 def register(w: Parts) -> None:
     events = w.topic("events")
-    for name in ("calls", "call_index", "sweeps"):
+    for name in ("calls", "call_index"):
         w.tables.table(name)
-    due_calls = DueIndex()
+    sweeps = Sweeps(w, "sweeps", "events", lambda key, due: stored_tick_after(w, key, due))
 
-    @w.fold("events")
-    async def fold_events(feed: Feed) -> None:
-        async for record, pending in w.commits.folds(feed, "events"):
-            try:
-                await fold_event(w, events, record, pending, due_calls)
-            except POISON as error:
-                await w.dead_letters.put("events", record, error, pending)
+    async def fold_one(record: Fed, pending: list[Ack], replay: bool) -> None:
+        await fold_event(w, events, record, pending, replay, sweeps)
 
-    @w.app.timer(w.settings.silent_sweep_s, on_leader=False)
-    async def sweep() -> None:
-        """Appends a tick for each open call a rule may now trip without another event; the fold decides."""
-        if w.app.consumer is None or w.app.rebalancing or not await w.progress.replay_done("events"):
-            return
-        # The table holds the partitions this worker holds; each row is one open call's due time.
-        due_calls.built(
-            frozenset(w.app.consumer.assignment()),
-            lambda: ((key, due, stored_tick_after(w, key, due)) for key, due in w.tables.due_times("sweeps")),
-        )
-        for key, due in due_calls.to_tick(w.sweep_clock()):
-            account, call_id = keys.split_call(key)
-            # At its due time in event time, as a number's tick: a call reported late stays in its own time.
-            # A tick at the sweep's time was ahead of every event such a call still sent, and each of them
-            # replayed the live picture's last steps (docs/decisions/0016-ticks-at-their-calls-time.md).
-            # One id per due time: a tick appended again before the fold moved the due time counts once.
-            tick = Tick(id=derived_event_id("tick", key, str(due)), account_id=account, call_id=call_id, at=due)
-            await w.appender.append("events", key, tick, partition=partition_for(key, w.settings.partitions))
+    each_record(w, "events", fold_one)
+
+    async def tick(key: str, due: int) -> None:
+        """A tick for an open call a rule may now trip without another event; the fold decides."""
+        account, call_id = keys.split_call(key)
+        # At its due time in event time, as a number's tick: a call reported late stays in its own time.
+        # A tick at the sweep's time was ahead of every event such a call still sent, and each of them
+        # replayed the live picture's last steps (docs/decisions/0016-ticks-at-their-calls-time.md).
+        # One id per due time: a tick appended again before the fold moved the due time counts once.
+        tick = Tick(id=derived_event_id("tick", key, str(due)), account_id=account, call_id=call_id, at=due)
+        await w.appender.append("events", key, tick, partition=partition_for(key, w.settings.partitions))
+
+    sweeps.every(w.settings.silent_sweep_s, tick)
 
 
-async def fold_event(w: Parts, events: Any, record: Any, pending: list[Any], due_calls: DueIndex) -> None:
+async def fold_event(w: Parts, events: Any, record: Fed, pending: list[Ack], replay: bool, sweeps: Sweeps) -> None:
     event = decode_event(record.value)
-    replay = w.progress.folded("events", record)
     if not w.mirror.caught_up.is_set():
         await w.mirror.caught_up.wait()
     # With the partitions split between workers, an event must see every fact appended before it was
@@ -69,8 +58,8 @@ async def fold_event(w: Parts, events: Any, record: Any, pending: list[Any], due
     key = record.key.decode()
     state: Stored | None = w.tables.get("calls", key, Stored)
     outcome = calls.fold(state, event, features.context(w.view, state, event, w.rules), w.rules)
-    write_state(w, key, outcome, calls.listing_entry(state, event, outcome), record.message.partition, due_calls)
-    leave_horizon(w, record.message.partition, event.at, due_calls)
+    write_state(w, key, outcome, record.message.partition, sweeps)
+    leave_horizon(w, record.message.partition, event.at, sweeps)
     w.faults.at("after_write")
     if outcome.forward is not None:
         if not replay:
@@ -93,32 +82,21 @@ async def fold_event(w: Parts, events: Any, record: Any, pending: list[Any], due
     pending.extend(acks)
 
 
-def write_state(
-    w: Parts, key: str, outcome: Outcome, listed: CallEntry | None, partition: int, due_calls: DueIndex
-) -> None:
-    after = outcome.state
-    if after is not None:
-        w.tables.put("calls", key, after)
-    if listed is not None:
-        w.tables.add_to_index("call_index", "calls", keys.split_call(key)[0], partition, listed)
-    if not isinstance(after, CallState):
-        return
-    due = calls.sweep_due(after, w.rules)
-    due_calls.set(key, due, None if due is None else calls.tick_after(after, due))
-    if w.tables.get("sweeps", key, int) != due:
-        if due is None:
-            w.tables.delete("sweeps", key)
-        else:
-            w.tables.put("sweeps", key, due)
+def write_state(w: Parts, key: str, outcome: Outcome, partition: int, sweeps: Sweeps) -> None:
+    if outcome.state is not None:
+        w.tables.put("calls", key, outcome.state)
+    if outcome.listed is not None:
+        w.tables.add_to_index("call_index", "calls", keys.split_call(key)[0], partition, outcome.listed)
+    sweeps.write(key, outcome.due)
 
 
 def stored_tick_after(w: Parts, key: str, due: int) -> int:
-    """`calls.tick_after` for a row of the sweeps table, from its call's row (a timer's read)."""
+    """`Due.tick_after` for a row of the sweeps table, from its call's row (`domain.calls.tick_after`)."""
     call = w.tables.get("calls", key, Stored)
     return calls.tick_after(call, due) if isinstance(call, CallState) else due
 
 
-def leave_horizon(w: Parts, partition: int, at: int, due_calls: DueIndex) -> None:
+def leave_horizon(w: Parts, partition: int, at: int, sweeps: Sweeps) -> None:
     """Calls past the hot-table horizon at this event's time leave the tables (`domain.horizon`)."""
     eviction = w.tables.evict("call_index", "calls", partition, at, w.rules.limits.hot_days)
     if eviction is None:
@@ -126,8 +104,7 @@ def leave_horizon(w: Parts, partition: int, at: int, due_calls: DueIndex) -> Non
     for call_id in eviction.items:
         key = keys.call(eviction.account, call_id)
         w.tables.delete("calls", key)
-        w.tables.delete("sweeps", key)
-        due_calls.set(key, None)
+        sweeps.forget(key)
 
 
 async def append(w: Parts, outcome: Outcome) -> list[Any]:

@@ -1,4 +1,4 @@
-"""The detector agent: a shell around `domain.detectors.observe` for the decisions topic, and the
+"""The decisions topic's fold around `domain.detectors.observe`, and the
 sweep that ticks numbers in a spike (an hour can return to normal with no call).
 
 Each number's window lives in the `number_windows` table; alerts go to the alerts topic, blocks,
@@ -7,60 +7,49 @@ patterns and points back to the decisions topic as facts, where every worker's m
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 from domain import detectors, keys
 from domain.detectors import Echo, NumberWindow
 from domain.facts import NumberTick, decode_fact
 from domain.ids import derived_event_id
-from processors.faust.feed import Feed
+from processors.faust.feed import Fed
 from processors.folds.parts import Parts
-from processors.folds.shell import DueIndex
-from processors.output.dead_letters import POISON
+from processors.folds.shell import Sweeps, each_record
+from processors.output.appender import Ack
 
 
 def register(w: Parts) -> None:
-    for name in ("number_windows", "number_sweeps"):
-        w.tables.table(name)
-    due_numbers = DueIndex()
+    w.tables.table("number_windows")
+    sweeps = Sweeps(w, "number_sweeps", "decisions", lambda key, due: stored_tick_after(w, key, due))
 
-    @w.fold("decisions")
-    async def detect(feed: Feed) -> None:
-        async for record, pending in w.commits.folds(feed, "decisions"):
-            replay = w.progress.folded("decisions", record)
-            try:
-                await observe(w, record, pending, replay, due_numbers)
-            except POISON as error:
-                await w.dead_letters.put("decisions", record, error, pending)
+    async def detect(record: Fed, pending: list[Ack], replay: bool) -> None:
+        try:
+            await observe(w, record, pending, replay, sweeps)
+        finally:
             w.barrier.detector_folded(record.message.partition, record.message.offset)
 
-    @w.app.timer(w.settings.silent_sweep_s, on_leader=False)
-    async def sweep_numbers() -> None:
-        """A tick for each number whose spike may have ended with the last hour; the detector decides."""
-        if w.app.consumer is None or w.app.rebalancing or not await w.progress.replay_done("decisions"):
-            return
-        # The table holds the partitions this worker holds; each row is one number's due time.
-        due_numbers.built(
-            frozenset(w.app.consumer.assignment()),
-            lambda: ((key, due, stored_tick_after(w, key, due)) for key, due in w.tables.due_times("number_sweeps")),
-        )
-        for key, due in due_numbers.to_tick(w.sweep_clock()):
-            account, number = key.split(":", 1)
-            # At the hour's end in event time, however late its calls are reported: a number whose calls
-            # are backdated stays in their time.
-            tick = NumberTick(id=derived_event_id("tick", key, str(due)), account_id=account, number=number, at=due)
-            await w.appender.append("decisions", key, tick)
+    each_record(w, "decisions", detect)
+
+    async def tick(key: str, due: int) -> None:
+        """A tick for a number whose spike may have ended with the last hour; the detector decides."""
+        account, number = key.split(":", 1)
+        # At the hour's end in event time, however late its calls are reported: a number whose calls
+        # are backdated stays in their time.
+        tick = NumberTick(id=derived_event_id("tick", key, str(due)), account_id=account, number=number, at=due)
+        await w.appender.append("decisions", key, tick)
+
+    sweeps.every(w.settings.silent_sweep_s, tick)
 
 
 def stored_tick_after(w: Parts, key: str, due: int) -> int:
-    """`detectors.tick_after` for a row of the number sweeps table, from its number's window (a timer's read)."""
+    """`Due.tick_after` for a row of the number sweeps table, from its number's window
+    (`domain.detectors.tick_after`)."""
     window = w.tables.get("number_windows", key, NumberWindow)
     return detectors.tick_after(window, due) if window is not None else due
 
 
-async def observe(w: Parts, record: Any, pending: list[Any], replay: bool, due_numbers: DueIndex) -> None:
+async def observe(w: Parts, record: Fed, pending: list[Ack], replay: bool, sweeps: Sweeps) -> None:
     try:
         fact = decode_fact(record.value)
     except msgspec.ValidationError:
@@ -75,13 +64,7 @@ async def observe(w: Parts, record: Any, pending: list[Any], replay: bool, due_n
         w.tables.put("number_windows", keys.echo(key, fact.id), observed.echo)
     for forgotten in observed.forgotten:
         w.tables.delete("number_windows", keys.echo(key, forgotten))
-    due = detectors.sweep_due(observed.window, fact.at)
-    due_numbers.set(key, due, None if due is None else detectors.tick_after(observed.window, due))
-    if w.tables.get("number_sweeps", key, int) != due:
-        if due is None:
-            w.tables.delete("number_sweeps", key)
-        else:
-            w.tables.put("number_sweeps", key, due)
+    sweeps.write(key, observed.due)
     w.faults.at("after_write")
     if replay:
         # Alerts and consequences of a replayed fact are already in the log.

@@ -25,10 +25,11 @@ from collections.abc import Awaitable, Callable
 from domain import queries
 from domain.alerts import Alert
 from domain.calls import Stored
-from processors.faust.feed import Feed
+from processors.faust.feed import Fed
 from processors.folds.commits import Room
 from processors.folds.parts import Parts
-from processors.output.dead_letters import POISON
+from processors.folds.shell import each_record
+from processors.output.appender import Ack
 
 
 def expired(asked_at_s: float | None, deadline_s: float) -> bool:
@@ -49,25 +50,21 @@ def register(w: Parts) -> None:
     room = Room(w.settings.query_unacknowledged_max)
     share = LoopShare(w.settings.query_loop_share)
 
-    @w.fold("queries")
-    async def answer_queries(feed: Feed) -> None:
-        async for record, pending in w.commits.folds(feed, "queries", room):
-            if w.progress.folded("queries", record):
-                continue
-            if expired(record.message.timestamp, w.settings.answer_deadline_s):
-                w.metrics.questions_expired.inc()
-                continue
-            began = time.perf_counter()
-            try:
-                question = queries.decode_question(record.value)
-                status, body = queries.answer(question, record.message.partition, reads, w.rules)
-            except POISON as error:
-                await w.dead_letters.put("queries", record, error, pending)
-                continue
-            await w.replies.reply(record, status, body)
-            # Nothing above waits while the feed holds questions (a reply's drain returns at once): without
-            # this a backlog of questions was answered back to back while every fold waited for the loop.
-            await share.spent(time.perf_counter() - began)
+    async def answer(record: Fed, pending: list[Ack], replay: bool) -> None:
+        if replay:
+            return
+        if expired(record.message.timestamp, w.settings.answer_deadline_s):
+            w.metrics.questions_expired.inc()
+            return
+        began = time.perf_counter()
+        question = queries.decode_question(record.value)
+        status, body = queries.answer(question, record.message.partition, reads, w.rules)
+        await w.replies.reply(record, status, body)
+        # Nothing above waits while the feed holds questions (a reply's drain returns at once): without
+        # this a backlog of questions was answered back to back while every fold waited for the loop.
+        await share.spent(time.perf_counter() - began)
+
+    each_record(w, "queries", answer, room)
 
 
 class LoopShare:

@@ -1,16 +1,91 @@
-"""Due times by time: which keys of a sweep table are due, without scanning the table each tick.
+"""The one shell around the domain's folds: every record of a topic through its step, and the sweep tables.
 
-A heap of (when, key) mirrors the table's rows as the folds write them: `due` is the rule's time (event
-time, the tick's), `when` the edge's time from which the tick may go out (`domain.calls.tick_after`,
-`domain.detectors.tick_after`). A popped entry whose times have since changed is stale and dropped. The
-heap is rebuilt from the table (one scan) whenever the worker's assignment changes, since a rebalance or
-a changelog recovery changes rows behind the folds.
+`each_record` is the fold loop of every folded topic: a record's offset is acknowledged once what its
+step appended is durable (processors/folds/commits.py); a record the step cannot handle goes to the dead
+letters (processors/output/dead_letters.py) and the fold goes on. A step is told whether the record is a
+rebuild's replay, whose answers and appends are in the log already.
+
+`Sweeps` is the one writer of a sweep table (a row per call or number: when a rule may trip with no
+further event, as the fold's outcome says, `domain.due.Due`) and of its `DueIndex`, and its timer ticks
+what is due. The index is a heap of (when, key) mirroring the table's rows as the folds write them: `due`
+is the rule's time (event time, the tick's), `when` the edge's time from which the tick may go out. A
+popped entry whose times have since changed is stale and dropped. The heap is rebuilt from the table
+(one scan) whenever the worker's assignment changes, since a rebalance or a changelog recovery changes
+rows behind the folds.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+
+from domain.due import Due
+from processors.faust.feed import Fed, Feed
+from processors.folds.commits import Room
+from processors.folds.parts import Parts
+from processors.output.appender import Ack
+from processors.output.dead_letters import POISON
+
+# One record of a topic: what it appends goes in `pending`; `replay` says it was folded before.
+Step = Callable[[Fed, list[Ack], bool], Awaitable[None]]
+
+
+def each_record(w: Parts, name: str, step: Step, room: Room | None = None) -> None:
+    """Fold every record of topic `name` with `step`, taking `room` (the folds' shared one by default)."""
+
+    @w.fold(name)
+    async def fold(feed: Feed) -> None:
+        async for record, pending in w.commits.folds(feed, name, room):
+            replay = w.progress.folded(name, record)
+            try:
+                await step(record, pending, replay)
+            except POISON as error:
+                await w.dead_letters.put(name, record, error, pending)
+
+
+class Sweeps:
+    """The sweep table `table` of the rows the folds of topic `source` write, and its timer."""
+
+    def __init__(self, w: Parts, table: str, source: str, tick_after: Callable[[str, int], int]) -> None:
+        self.w = w
+        self.table = table
+        self.source = source
+        # A row's `Due.tick_after`, from the row it belongs to: the index is rebuilt from the table alone.
+        self.tick_after = tick_after
+        self.index = DueIndex()
+        w.tables.table(table)
+
+    def write(self, key: str, due: Due | None) -> None:
+        """`key` due as its fold's outcome says; None: not due."""
+        at = None if due is None else due.at
+        self.index.set(key, at, None if due is None else due.tick_after)
+        if self.w.tables.get(self.table, key, int) != at:
+            if at is None:
+                self.w.tables.delete(self.table, key)
+            else:
+                self.w.tables.put(self.table, key, at)
+
+    def forget(self, key: str) -> None:
+        """`key` left the tables (past the hot-table horizon)."""
+        self.w.tables.delete(self.table, key)
+        self.index.set(key, None)
+
+    def every(self, interval_s: float, tick: Callable[[str, int], Awaitable[None]]) -> None:
+        """Every `interval_s`, `tick(key, due)` for each key due by the sweeps' clock."""
+        w = self.w
+
+        @w.app.timer(interval_s, on_leader=False, name=f"sweep of {self.table}")
+        async def sweep() -> None:
+            if w.app.consumer is None or w.app.rebalancing or not await w.progress.replay_done(self.source):
+                return
+            # The table holds the partitions this worker holds.
+            self.index.built(
+                frozenset(w.app.consumer.assignment()),
+                lambda: ((key, due, self.tick_after(key, due)) for key, due in w.tables.due_times(self.table)),
+            )
+            for key, due in self.index.to_tick(w.sweep_clock()):
+                await tick(key, due)
+
 
 # A key still due is ticked again no sooner than this (the edge's clock): its fold may not have run yet.
 TICK_REPEAT_MS = 5000
