@@ -2,7 +2,7 @@
 
 python -m bench.domain_floor --accounts N --calls C
     builds C calls (start and end) over N accounts of 25 numbers as `bench.prefill` does, folds each
-    record through `tests.harness.Harness` (the call's fold, the feature view, the detectors: the
+    record through `callscreen.testing.Harness` (the call's fold, the feature view, the detectors: the
     worker's domain functions over plain data, the view in a `MemoryStore`) and prints {"records",
     "seconds", "cpu_seconds", "per_s", "cpu_us_per_record"}. Building the records is not timed.
 
@@ -20,8 +20,8 @@ from typing import Any
 
 from bench.prefill import records_for
 from bench.traffic import BenchAccount, numbers_for, pick
+from callscreen.testing import Harness
 from infra.clock import now_ms
-from tests.harness import Harness
 
 
 def measure(accounts: int, calls: int, seed: int = 7) -> dict[str, Any]:

@@ -411,7 +411,7 @@ def floors_without_faust(
         "doing the fold's own work. It was the bound for a worker without Faust's per-record path; the worker's",
         "folds now read feeds instead of Faust's streams (`processors/faust/feed.py`), and the last column says how",
         "close that comes. `bench/domain_floor.py`",
-        "folds as many calls, built the same way, through `tests/harness.py`: the same domain functions over",
+        "folds as many calls, built the same way, through `callscreen/testing.py`: the same domain functions over",
         "plain data with no Kafka, Faust or RocksDB, the ceiling of any adapter. CPU per record counts every",
         "thread of the process (RocksDB flushes in the background).",
         "",
@@ -511,8 +511,7 @@ def profile_section(profiles: list[dict[str, Any]]) -> list[str]:
         out += [
             f"py-spy (200 Hz, non-blocking) on the edge and the worker for {prof['seconds']} s of {what} at "
             f"{prof['rate']:g}/s. Own = samples with the function on top of the stack; total = anywhere in it.",
-            "Flame graphs: "
-            + ", ".join(f"[{name}]({path.removeprefix('docs/')})" for name, path in prof.get("graphs", {}).items()),
+            "Flame graphs: " + ", ".join(f"[{name}]({path})" for name, path in prof.get("graphs", {}).items()),
             "",
         ]
         for name, top in prof.get("top", {}).items():
@@ -538,7 +537,7 @@ def fold_profile(prof: dict[str, Any]) -> list[str]:
     out = [
         "py-spy (200 Hz, samples holding the GIL only, the worker paused for each) while the worker folded "
         f"{prof['calls']} calls appended straight to the events topic ({prof['seconds']} s to the drain); "
-        f"flame graph: [worker]({graph.removeprefix('docs/')}).",
+        f"flame graph: [worker]({graph}).",
         "",
         f"### fold: where the worker's CPU went ({prof['parts']['samples']} samples)",
         "",

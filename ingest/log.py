@@ -1,6 +1,6 @@
 """What the edge needs of the log: append, ask (append and await the worker's answer), and the records
 of the accounts and status topics as they arrive. `ingest.kafka_log` is the real one; the edge's own
-tests run it on a log in memory (tests/memory_log.py), whose worker is the pure folds.
+tests run it on a log in memory (`callscreen.testing.MemoryLog`), whose worker is the pure folds.
 """
 
 from __future__ import annotations

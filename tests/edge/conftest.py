@@ -14,13 +14,13 @@ import msgspec
 import pytest
 from aiohttp.test_utils import TestServer
 
+from callscreen.testing import MemoryLog
 from domain import commands
 from domain.accounts import AccountsView, stamp
 from infra.clock import now_ms
 from infra.settings import Settings
 from ingest.app import init_app
 from ingest.service import EDGE
-from tests.memory_log import MemoryLog
 from tests.service import AccountKeys
 
 

@@ -14,11 +14,11 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
+from callscreen.testing import MemoryLog
 from infra.ports import free_port
 from infra.settings import Settings
 from ingest.app import init_app
 from tests.edge.conftest import EdgeUnderTest
-from tests.memory_log import MemoryLog
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ import msgspec
 import pytest
 from aiohttp.test_utils import TestServer
 
+from callscreen.testing import MemoryLog
 from domain import commands
 from domain.accounts import stamp
 from domain.rules import DAY_MS, LimitRules, Rules
@@ -21,7 +22,6 @@ from domain.times import format_ms
 from infra.clock import now_ms
 from infra.settings import Settings
 from ingest.app import init_app
-from tests.memory_log import MemoryLog
 
 QUOTA = 2_000
 

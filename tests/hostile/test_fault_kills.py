@@ -45,12 +45,12 @@ import pytest
 import trustme
 
 from callscreen.admin import Admin
+from callscreen.testing import Account, Harness, detect_in_order
 from domain.alerts import Alert
 from domain.facts import CallDecided, Fact, decode_fact
 from domain.rules import Rules
 from infra.clock import now_ms
 from processors.faults import LOG_NAME, POINTS
-from tests.harness import Account, Harness, detect_in_order
 from tests.receiver import Receiver, receiver_env
 from tests.service import create_account, settled, start_service, wait_for_status
 from tests.topics import read_topic

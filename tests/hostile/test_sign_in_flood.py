@@ -24,6 +24,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from argon2 import PasswordHasher
 
+from callscreen.testing import MemoryLog
 from domain import commands
 from domain.accounts import stamp
 from infra.clock import now_ms
@@ -33,7 +34,6 @@ from ingest.dashboard import DASHBOARD
 from ingest.dashboard_auth import BUSY, WRONG
 from ingest.service import EDGE
 from ingest.sessions import Hashing
-from tests.memory_log import MemoryLog
 from tests.service import AccountKeys
 
 # Within the verifies an edge with two slots starts in a row (12), so the first test's are never refused for

@@ -9,10 +9,10 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from callscreen.testing import Account, Harness
 from domain.rules import HOUR_MS, SECOND_MS
 from domain.store import MAX_VALUE_BYTES, MemoryStore
 from domain.times import format_ms
-from tests.harness import Account, Harness
 
 NOW = 1_800_000_000_000
 GUARD = Account("acct_flood")

@@ -7,6 +7,7 @@ from typing import Any
 
 import msgspec
 
+from callscreen.testing import Account, Harness
 from domain import live
 from domain.calls import CallState
 from domain.events import Interruption, Tick, TurnEnded, TurnStarted
@@ -16,7 +17,6 @@ from domain.rules import DAY_MS, HOUR_MS, MIN_MS, SECOND_MS, LiveRules, ScoringR
 from domain.scoring import prior_good
 from domain.store import MemoryStore
 from domain.times import format_ms
-from tests.harness import Account, Harness
 
 NOW = 1_800_000_000_000
 GUARD = Account("acct_fix")

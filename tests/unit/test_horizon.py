@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
+from callscreen.testing import scan_of
 from domain import horizon, index, keys
 from domain.index import AlertEntry, CallEntry
 from domain.rules import DAY_MS, HOUR_MS
-from tests.harness import scan_of
 
 HOT_DAYS = 30
 PARTITION = 2

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from callscreen.testing import scan_of
 from domain import index
 from domain.index import CallEntry
 from domain.rules import DAY_MS
-from tests.harness import scan_of
 
 HOUR = index.BUCKET_MS
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from callscreen.testing import Account, Harness
 from domain import keys
 from domain.rules import MIN_MS, SECOND_MS, Rules, ScoringRules
 from domain.times import format_ms
-from tests.harness import Account, Harness
 
 NOW = 1_800_000_000_000
 TO = "+14155552671"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from callscreen.testing import Account as HarnessAccount
+from callscreen.testing import Harness
 from domain import billing, calls, detectors, features
 from domain.billing import PaymentFailed
 from domain.calls import Outcome, Stored
@@ -15,8 +17,6 @@ from domain.rules import Rules
 from domain.store import MemoryStore
 from domain.times import format_ms
 from domain.validation import Stamp, TimeBounds, parse_event
-from tests.harness import Account as HarnessAccount
-from tests.harness import Harness
 
 RULES = Rules()
 AT = 1_800_000_000_000

@@ -18,11 +18,11 @@ import msgspec
 
 import domain
 from bench.traffic import full_call
+from callscreen.testing import Harness
 from domain.calls import CallState, Stored
 from domain.detectors import NumberWindow
 from domain.rules import LimitRules
 from domain.validation import Stamp, TimeBounds, parse_event
-from tests.harness import Harness
 
 AT = 1_795_000_000_000
 

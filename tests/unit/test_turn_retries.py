@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from callscreen.testing import Account, Harness
 from domain import live
 from domain.events import TurnEnded
 from domain.rules import SECOND_MS, LiveRules
 from domain.times import format_ms
-from tests.harness import Account, Harness
 
 NOW = 1_800_000_000_000
 GUARD = Account("acct_retry")
