@@ -30,6 +30,7 @@ from infra import event_loop
 from infra.kafka import make_consumer, partitions
 from infra.settings import Settings, load_settings
 from processors.app import make_faust_app
+from processors.faust import patches
 from processors.worker import faust_worker
 
 
@@ -43,6 +44,7 @@ async def records_in(settings: Settings, topic: str) -> int:
 
 
 def floor_app(settings: Settings, topic: str, tables: int, total: int, datadir: Path) -> faust.App:
+    patches.install(settings, folds=False)
     app = make_faust_app(settings, f"callscreen-bench-floor-{uuid.uuid4().hex[:8]}", datadir)
     source = app.topic(topic, key_type=bytes, value_type=bytes)
     stores = [

@@ -8,17 +8,15 @@ from typing import Any
 import faust
 
 from domain.features import FeatureView
-from infra import kafka_codec
 from infra.control import SOURCE_TOPICS, Generation
-from infra.kafka import MEMORY_BATCH_BYTES, bootstrap, fetch_wait_ms, tls_context
-from infra.membership import group_instance, leave_group_on_stop
+from infra.kafka import MEMORY_BATCH_BYTES, bootstrap, tls_context
+from infra.membership import group_instance
 from infra.metrics import serve as serve_metrics
 from infra.settings import Settings
 from processors import housekeeping
 from processors.faults import Faults
-from processors.faust.feed import feed_folds
-from processors.faust.inline_consumer import consume_inline
-from processors.faust.patches import PromptTableManager, hold_commits_at_gaps, tune_consumer
+from processors.faust import patches
+from processors.faust.patches import PromptTableManager
 from processors.folds import alerts, calls, detectors, queries
 from processors.folds.commits import Commits
 from processors.folds.parts import Parts
@@ -47,12 +45,8 @@ def poll_records(settings: Settings) -> int:
 
 
 def make_faust_app(settings: Settings, app_id: str, datadir: Path, instance_id: str | None = None) -> faust.App:
-    """A Faust app with the worker's settings (also the bench's Faust floor); a static member of its group
-    under `instance_id` when one is given (`infra/membership.py`)."""
-    whole_wait_ms = None if settings.memory_broker else settings.fetch_max_wait_ms
-    tune_consumer(fetch_wait_ms(settings, folding=True), settings.memory_broker, whole_wait_ms)
-    hold_commits_at_gaps()
-    leave_group_on_stop()
+    """A Faust app with the worker's settings (also the bench's Faust floor), made after `patches.install`;
+    a static member of its group under `instance_id` when one is given (`infra/membership.py`)."""
     extra: dict[str, Any] = {}
     if settings.memory_broker:
         extra["producer_max_batch_size"] = MEMORY_BATCH_BYTES
@@ -108,9 +102,7 @@ def faust_credentials(settings: Settings) -> Any:
 
 def create_app(settings: Settings, worker_dir: Path, generation: Generation) -> faust.App:
     """One worker: its parts, then each agent registered around them."""
-    consume_inline()
-    feed_folds()
-    kafka_codec.install()
+    patches.install(settings)
     app = make_faust_app(settings, generation.app_id(settings), worker_dir / "faust", group_instance(worker_dir))
     rocks = RocksBudget(settings.rocksdb_memory_mb)
     view_store = RocksStore(worker_dir / "features", rocks, check=settings.row_cache_check)

@@ -10,6 +10,9 @@ keeps only what the folds rely on from that path:
 - a record fetched before a rebalance is not folded after it (the folds fetch it again,
   `Commits._skipped_before`), and a rebalance empties the buffer, as it empties a stream's;
 - a partition stops being fetched while the buffer is above its high-water mark.
+
+Upstream: robinhood/faust#563 ("Message consumption is slow") measures the same per-record cost of the
+conductor and the streams against a plain aiokafka consumer.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ woke the other loop (docs/decisions/0005-faust-consumer-on-the-workers-loop.md).
 on the app's loop: the same aiokafka consumer, the same calls, awaited directly. Faust's own
 reason for the thread, a main loop too busy to heartbeat, does not hold here: aiokafka heartbeats
 from a task of its own, and a fold holds the loop for milliseconds against a 10 s session timeout.
+
+Upstream: the thread came with robinhood/faust#231 ("Stability: Move Kafka consumer to separate thread"), so
+that heartbeats outlive a blocking agent; faust-streaming/faust#175 describes races through its hand-off.
 """
 
 from __future__ import annotations

@@ -11,16 +11,22 @@ in-memory development broker aiokafka's 100 ms prefetch backoff also put ~100 ms
 3% of answers (300 sequential starts: p99 105 ms before, 18 ms after a 5 ms backoff). On Kafka the
 short backoff is harmful: the fetcher then sends a long poll that leaves out the partition still
 being consumed, and that partition's next record waits for the poll to end (50 concurrent starts
-missed the 2 s answer deadline with it). Applied once, before the app starts.
+missed the 2 s answer deadline with it). Applied once, before the app starts. Upstream: no issue reports
+either; the wait is a literal in `faust.transport.drivers.aiokafka.AIOKafkaConsumerThread._create_worker_consumer`
+(faust-streaming 0.15.3), the backoff `aiokafka.consumer.fetcher.Fetcher`'s `prefetch_backoff=0.1`, which
+`AIOKafkaConsumer` never passes.
 
 Where it may commit: Faust computes a partition's next commit from the offsets acknowledged since the
 last one, and lets the lowest of them be one past the committed offset: when the record at the
 committed offset itself was never acknowledged (dropped during a rebalance), it commits past it and
-the record is never folded. `hold_commits_at_gaps` commits only from the committed offset on.
+the record is never folded. `hold_commits_at_gaps` commits only from the committed offset on. Upstream:
+faust-streaming/faust#606 ("Wrong offset commit in case of gaps", open; the fix proposed in #707 is not
+released), after #312.
 
 The wait at start: Faust's table manager sleeps a second before it starts the tables, a window in which
 a table may still be declared. Every table of the worker is declared before the app starts, and every
 start and restart of a worker waited that second with nothing to wait for (`PromptTableManager`).
+Upstream: no issue reports it; the sleep is in `faust.tables.manager.TableManager.on_start`.
 """
 
 from __future__ import annotations
@@ -30,6 +36,13 @@ from typing import Any
 from faust.tables import TableManager
 from faust.transport import consumer as consumer_module
 from faust.transport.drivers import aiokafka as driver
+
+from infra import kafka_codec
+from infra.kafka import fetch_wait_ms
+from infra.membership import leave_group_on_stop
+from infra.settings import Settings
+from processors.faust.feed import feed_folds
+from processors.faust.inline_consumer import consume_inline
 
 _original = driver.AIOKafkaConsumerThread._create_worker_consumer
 MEMORY_PREFETCH_BACKOFF_S = 0.005
@@ -105,3 +118,18 @@ class PromptTableManager(TableManager):
         if not self.should_stop:
             await self._update_channels()
             await self.recovery.start()
+
+
+def install(settings: Settings, folds: bool = True) -> None:
+    """Every correction to Faust and aiokafka, before the process makes its app; the module docstrings
+    give each one's reason. With `folds` False (the bench's Faust floor) Faust keeps its own consumer
+    thread and streams, and only the consumer's waits, its commits and the group's leaving are corrected.
+    """
+    whole_wait_ms = None if settings.memory_broker else settings.fetch_max_wait_ms
+    tune_consumer(fetch_wait_ms(settings, folding=True), settings.memory_broker, whole_wait_ms)
+    hold_commits_at_gaps()
+    leave_group_on_stop()
+    if folds:
+        consume_inline()
+        feed_folds()
+        kafka_codec.install()
