@@ -22,17 +22,15 @@ from domain.facts import NumberRemoved
 from domain.index import AlertEntry
 from domain.rules import MIN_MS
 from domain.times import parse_ms
-from processors.faust.feed import Fed
 from processors.folds.parts import Parts
-from processors.folds.shell import each_record
-from processors.output.appender import Ack
+from processors.folds.shell import Pending, Record, each_record
 
 
 def register(w: Parts) -> None:
     w.tables.table("alert_store")
     w.tables.table("billing")
 
-    async def store_one(record: Fed, pending: list[Ack], replay: bool) -> None:
+    async def store_one(record: Record, pending: Pending, replay: bool) -> None:
         # Stored on a replay too: the store is this fold's own table.
         store_alert(w, record)
 
@@ -41,7 +39,7 @@ def register(w: Parts) -> None:
     each_record(w, "billing", lambda record, pending, replay: fold_payment(w, record, pending, replay))
 
 
-def store_alert(w: Parts, record: Fed) -> None:
+def store_alert(w: Parts, record: Record) -> None:
     alert = msgspec.json.decode(record.value, type=Alert)
     key = keys.alert(alert.account_id, alert.id)
     if w.tables.get("alert_store", key, Alert) is None:
@@ -55,7 +53,7 @@ def store_alert(w: Parts, record: Fed) -> None:
             w.tables.delete("alert_store", keys.alert(eviction.account, alert_id))
 
 
-async def fold_account_change(w: Parts, record: Fed, pending: list[Ack], replay: bool) -> None:
+async def fold_account_change(w: Parts, record: Record, pending: Pending, replay: bool) -> None:
     change = msgspec.json.decode(record.value)
     if not isinstance(change, dict) or replay:
         return
@@ -73,7 +71,7 @@ async def fold_account_change(w: Parts, record: Fed, pending: list[Ack], replay:
     # Every other account change is the edge's and the alerting role's to fold.
 
 
-async def fold_payment(w: Parts, record: Fed, pending: list[Ack], replay: bool) -> None:
+async def fold_payment(w: Parts, record: Record, pending: Pending, replay: bool) -> None:
     try:
         payment = msgspec.json.decode(record.value, type=PaymentFailed)
     except msgspec.ValidationError:

@@ -14,10 +14,8 @@ from domain.calls import CallState, Outcome, Stored
 from domain.events import CallStarted, Tick, decode_event
 from domain.ids import derived_event_id
 from infra.kafka import partition_for
-from processors.faust.feed import Fed
 from processors.folds.parts import Parts
-from processors.folds.shell import Sweeps, each_record
-from processors.output.appender import Ack
+from processors.folds.shell import Pending, Record, Sweeps, each_record
 
 
 def register(w: Parts) -> None:
@@ -26,7 +24,7 @@ def register(w: Parts) -> None:
         w.tables.table(name)
     sweeps = Sweeps(w, "sweeps", "events", lambda key, due: stored_tick_after(w, key, due))
 
-    async def fold_one(record: Fed, pending: list[Ack], replay: bool) -> None:
+    async def fold_one(record: Record, pending: Pending, replay: bool) -> None:
         await fold_event(w, events, record, pending, replay, sweeps)
 
     each_record(w, "events", fold_one)
@@ -44,7 +42,7 @@ def register(w: Parts) -> None:
     sweeps.every(w.settings.silent_sweep_s, tick)
 
 
-async def fold_event(w: Parts, events: Any, record: Fed, pending: list[Ack], replay: bool, sweeps: Sweeps) -> None:
+async def fold_event(w: Parts, events: Any, record: Record, pending: Pending, replay: bool, sweeps: Sweeps) -> None:
     event = decode_event(record.value)
     if not w.mirror.caught_up.is_set():
         await w.mirror.caught_up.wait()

@@ -13,17 +13,15 @@ from domain import detectors, keys
 from domain.detectors import Echo, NumberWindow
 from domain.facts import NumberTick, decode_fact
 from domain.ids import derived_event_id
-from processors.faust.feed import Fed
 from processors.folds.parts import Parts
-from processors.folds.shell import Sweeps, each_record
-from processors.output.appender import Ack
+from processors.folds.shell import Pending, Record, Sweeps, each_record
 
 
 def register(w: Parts) -> None:
     w.tables.table("number_windows")
     sweeps = Sweeps(w, "number_sweeps", "decisions", lambda key, due: stored_tick_after(w, key, due))
 
-    async def detect(record: Fed, pending: list[Ack], replay: bool) -> None:
+    async def detect(record: Record, pending: Pending, replay: bool) -> None:
         try:
             await observe(w, record, pending, replay, sweeps)
         finally:
@@ -49,7 +47,7 @@ def stored_tick_after(w: Parts, key: str, due: int) -> int:
     return detectors.tick_after(window, due) if window is not None else due
 
 
-async def observe(w: Parts, record: Fed, pending: list[Ack], replay: bool, sweeps: Sweeps) -> None:
+async def observe(w: Parts, record: Record, pending: Pending, replay: bool, sweeps: Sweeps) -> None:
     try:
         fact = decode_fact(record.value)
     except msgspec.ValidationError:

@@ -25,11 +25,9 @@ from collections.abc import Awaitable, Callable
 from domain import queries
 from domain.alerts import Alert
 from domain.calls import Stored
-from processors.faust.feed import Fed
 from processors.folds.commits import Room
 from processors.folds.parts import Parts
-from processors.folds.shell import each_record
-from processors.output.appender import Ack
+from processors.folds.shell import Pending, Record, each_record
 
 
 def expired(asked_at_s: float | None, deadline_s: float) -> bool:
@@ -50,7 +48,7 @@ def register(w: Parts) -> None:
     room = Room(w.settings.query_unacknowledged_max)
     share = LoopShare(w.settings.query_loop_share)
 
-    async def answer(record: Fed, pending: list[Ack], replay: bool) -> None:
+    async def answer(record: Record, pending: Pending, replay: bool) -> None:
         if replay:
             return
         if expired(record.message.timestamp, w.settings.answer_deadline_s):

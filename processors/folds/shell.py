@@ -26,8 +26,11 @@ from processors.folds.parts import Parts
 from processors.output.appender import Ack
 from processors.output.dead_letters import POISON
 
-# One record of a topic: what it appends goes in `pending`; `replay` says it was folded before.
-Step = Callable[[Fed, list[Ack], bool], Awaitable[None]]
+# What a fold's step is given: the record, the list for the acks of what it appends, and whether the record
+# is a replay (folded before).
+Record = Fed
+Pending = list[Ack]
+Step = Callable[[Record, Pending, bool], Awaitable[None]]
 
 
 def each_record(w: Parts, name: str, step: Step, room: Room | None = None) -> None:
