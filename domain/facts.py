@@ -194,7 +194,10 @@ class DeliverySkipped(Delivery, frozen=True, kw_only=True, tag="delivery.skipped
 
 
 class DeliveryAttempt(Delivery, frozen=True, kw_only=True, tag="delivery.attempt"):
-    pass
+    """Appended before the POST. `created_at` is the alert's: every instance counts the attempt against the
+    account's alerts per minute by it (absent from records that predate it)."""
+
+    created_at: str | None = None
 
 
 class DeliveryOutcome(Delivery, frozen=True, kw_only=True, tag="delivery.outcome"):

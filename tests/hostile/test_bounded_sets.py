@@ -17,10 +17,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
+import orjson
 import pytest
 from aiokafka import TopicPartition
 
 from alerting.service import Alerting
+from domain.alerts import Alert
 from domain.features import FeatureView
 from domain.seen import Seen
 from domain.store import MemoryStore
@@ -78,10 +80,11 @@ class Recorded(Alerting):
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
         self.written: list[dict[str, Any]] = []
+        self.ledger.producer = self
 
-    async def _record(self, record: dict[str, Any]) -> None:
-        self.written.append(record)
-        self._note(record)
+    async def send_and_wait(self, topic: str, value: bytes, key: bytes) -> None:
+        """The ledger's producer: each record as it would be appended."""
+        self.written.append(orjson.loads(value))
 
 
 @pytest.fixture
@@ -92,44 +95,49 @@ async def alerting() -> AsyncIterator[Recorded]:
     await role.producer.stop()
 
 
-def alert(i: int, **fields: Any) -> dict[str, Any]:
-    return {
+def alert(i: int, **fields: Any) -> Alert:
+    record = {
         "id": alert_id(i),
         "type": "caller.rate_exceeded",
         "account_id": "acct_0000000000000001",
         "severity": "threat",
+        "subject": "+14155552671",
         "created_at": format_ms(T0 + i * SECOND),
         "data": {"number": "+14155552671"},
         **fields,
     }
+    return msgspec.convert(record, Alert)
 
 
 async def test_the_alerting_roles_sets_stay_at_their_bound_and_nothing_is_handled_twice(alerting: Recorded) -> None:
     role, partition = alerting, TopicPartition("alerts", 0)
-    role.owned.add(partition)
+    role.ledger.owned.add(partition)
     # A deliveries topic three bounds long, read back at start: attempts, messages and hang-ups.
     for i in range(3 * BOUND):
         base = {"alert_id": alert_id(i), "account_id": "acct_0000000000000001", "at": T0 + i * SECOND + 500}
         created_at = format_ms(T0 + i * SECOND)
-        role._fold_delivery({**base, "kind": "delivery.attempt", "created_at": created_at})
-        role._fold_delivery({**base, "kind": "channel.attempt", "channel": "email", "to": "a@example.com"})
-        role._fold_delivery({**base, "kind": "hangup.attempt", "call_sid": f"CA{i}"})
-    assert (len(role.handled), len(role.sent), len(role.hung_up)) == (BOUND, BOUND, BOUND)
+        role.intake.fold({**base, "kind": "delivery.attempt", "created_at": created_at})
+        role.intake.fold(
+            {**base, "kind": "channel.attempt", "channel": "email", "to": "a@example.com", "created_at": created_at}
+        )
+        role.intake.fold({**base, "kind": "hangup.attempt", "call_sid": f"CA{i}"})
+    assert (len(role.webhooks.handled), len(role.channels.sent), len(role.hang_ups.hung_up)) == (BOUND, BOUND, BOUND)
     # Every alert read again, the forgotten ones included, is neither delivered nor hung up again.
     for offset in range(3 * BOUND):
-        role._take(partition, offset, alert(offset, hang_up=f"CA{offset}"))
+        role.intake.take(partition, offset, alert(offset, hang_up=f"CA{offset}"))
     await asyncio.sleep(0)
-    assert (role.written, role.queued, role.tasks) == ([], set(), set())
-    assert role.reading.committable(partition) == 3 * BOUND
+    tasks = role.webhooks.tasks | role.channels.tasks | role.hang_ups.tasks
+    assert (role.written, role.webhooks.queued, tasks) == ([], set(), set())
+    assert role.ledger.reading.committable(partition) == 3 * BOUND
     # A new alert is still handled, once: its account has no webhook URL, so it is skipped on record.
-    role._take(partition, 3 * BOUND, alert(3 * BOUND))
-    role._take(partition, 3 * BOUND + 1, alert(3 * BOUND))
-    await asyncio.gather(*role.writes)
+    role.intake.take(partition, 3 * BOUND, alert(3 * BOUND))
+    role.intake.take(partition, 3 * BOUND + 1, alert(3 * BOUND))
+    await asyncio.gather(*role.ledger.writes)
     assert [(r["alert_id"], r["kind"], r["reason"]) for r in role.written] == [
         (alert_id(3 * BOUND), "delivery.skipped", "no_webhook_url")
     ]
-    assert len(role.handled) == BOUND
-    assert role.reading.committable(partition) == 3 * BOUND + 2
+    assert len(role.webhooks.handled) == BOUND
+    assert role.ledger.reading.committable(partition) == 3 * BOUND + 2
 
 
 class CountingView(FeatureView):

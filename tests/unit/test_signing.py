@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 
+import msgspec
 from cryptography.fernet import Fernet
 
-from alerting.service import envelope_bytes, signing_secrets
 from alerting.signing import parse_header, signature_header, verify
+from alerting.webhooks import envelope_bytes, signing_secrets
 from domain.accounts import Account
+from domain.alerts import Alert
 from infra.sealing import Sealer
 
 BODY = b'{"id":"alrt_x","type":"call.suspicious"}'
@@ -58,13 +60,16 @@ def test_previous_secret_signs_only_during_its_overlap() -> None:
 
 
 def test_the_body_is_the_envelope_only() -> None:
-    alert = {
-        "id": "alrt_1",
-        "type": "t",
-        "account_id": "acct_1",
-        "created_at": "c",
-        "data": {},
-        "severity": "info",
-        "subject": "s",
-    }
+    alert = msgspec.convert(
+        {
+            "id": "alrt_1",
+            "type": "t",
+            "account_id": "acct_1",
+            "created_at": "c",
+            "data": {},
+            "severity": "info",
+            "subject": "s",
+        },
+        Alert,
+    )
     assert envelope_bytes(alert) == b'{"id":"alrt_1","type":"t","account_id":"acct_1","created_at":"c","data":{}}'
