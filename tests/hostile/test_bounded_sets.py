@@ -20,6 +20,7 @@ import msgspec
 import orjson
 import pytest
 from aiokafka import TopicPartition
+from cryptography.fernet import Fernet
 
 from alerting.service import Alerting
 from domain.alerts import Alert
@@ -90,7 +91,9 @@ class Recorded(Alerting):
 @pytest.fixture
 async def alerting() -> AsyncIterator[Recorded]:
     """The alerting role's object, its sets bounded at `BOUND`."""
-    role = Recorded(load_settings({"CALLSCREEN_ALERTING_SEEN_MAX": str(BOUND)}))
+    # A key of its own: the default key file is the working directory's `data/`, which only a `run` makes.
+    key = Fernet.generate_key().decode()
+    role = Recorded(load_settings({"CALLSCREEN_ALERTING_SEEN_MAX": str(BOUND), "CALLSCREEN_SECRET_KEY": key}))
     yield role
     await role.producer.stop()
 
