@@ -129,6 +129,12 @@ class Admin:
         )
         return await self.change(change)
 
+    async def integration_set(self, account_id: str, platform: str, secret: str, key: str = "") -> dict[str, Any]:
+        return await self.change(commands.set_integration(self.account(account_id), platform, secret, key))
+
+    async def integration_remove(self, account_id: str, platform: str) -> dict[str, Any]:
+        return await self.change(commands.remove_integration(self.account(account_id), platform))
+
     async def channel_set(
         self, account_id: str, channel: str, to: list[str], floor: str | None = None
     ) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import orjson
 from alerting import signing
 from callscreen.admin import Admin
 from callscreen.broker import recorded_broker, recorded_edge
+from domain.accounts import PLATFORMS
 from domain.commands import Refused
 from infra import logs
 from infra.sealing import SecretKeyProblem
@@ -86,6 +87,19 @@ def parser() -> argparse.ArgumentParser:
     )
     gate_set.add_argument("--hang-up-suspicious", dest="hang_up_suspicious", choices=["on", "off"])
     _common(gate_set)
+
+    integration = command("integration", "a voice platform's own webhooks, taken as they are").add_subparsers(
+        dest="action", required=True
+    )
+    integration_set = integration.add_parser("set")
+    integration_set.add_argument("--account", required=True)
+    integration_set.add_argument("--platform", required=True, choices=list(PLATFORMS))
+    integration_set.add_argument("--secret", required=True, help="what signs its webhooks; sealed, never shown again")
+    integration_set.add_argument("--key", default="", help="LiveKit: the API key that issues its webhooks")
+    integration_remove = integration.add_parser("remove")
+    integration_remove.add_argument("--account", required=True)
+    integration_remove.add_argument("--platform", required=True, choices=list(PLATFORMS))
+    _common(integration_set, integration_remove)
 
     channel = command("channel", "email, text and voice alerts").add_subparsers(dest="action", required=True)
     channel_set = channel.add_parser("set")
@@ -193,6 +207,10 @@ def admin_call(args: argparse.Namespace) -> Callable[[Admin], Awaitable[dict[str
             args.carrier_auth_token,
             hang_up,
         )
+    if command == "integration" and action == "set":
+        return lambda a: a.integration_set(args.account, args.platform, args.secret, args.key)
+    if command == "integration":
+        return lambda a: a.integration_remove(args.account, args.platform)
     if command == "channel":
         return lambda a: a.channel_set(args.account, args.channel, [] if args.off else args.to, args.floor)
     if command == "trusted":

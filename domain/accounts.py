@@ -34,6 +34,19 @@ class Gate:
     hang_up_suspicious: bool = False
 
 
+# Voice platforms whose own webhooks an account may point at Callscreen (decisions section 16).
+PLATFORMS = ("vapi", "retell", "twilio", "livekit", "bland", "elevenlabs")
+
+
+@dataclass(frozen=True)
+class Integration:
+    """A voice platform's webhooks taken as they are: the secret that checks their signature (sealed) and,
+    for LiveKit, the API key that issues them."""
+
+    secret: str
+    key: str = ""
+
+
 @dataclass(frozen=True)
 class ApiKey:
     key_id: str
@@ -65,6 +78,7 @@ class Account:
     trusted: frozenset[str] = frozenset()
     # Email, text and voice destinations with their floors (domain.channels); a channel turned off is absent.
     channels: dict[str, Channel] = field(default_factory=dict)
+    integrations: dict[str, Integration] = field(default_factory=dict)
 
 
 @dataclass
@@ -178,6 +192,12 @@ def evolve(account: Account | None, record: dict[str, Any]) -> Account | None:
             previous_secret=account.signing_secret,
             previous_secret_until=record["previous_valid_until"],
         )
+    if kind == "integration.set":
+        integration = Integration(record["integration_secret"], record.get("integration_key", ""))
+        return dataclasses.replace(account, integrations={**account.integrations, record["platform"]: integration})
+    if kind == "integration.removed":
+        remaining = {name: i for name, i in account.integrations.items() if name != record["platform"]}
+        return dataclasses.replace(account, integrations=remaining)
     if kind == "webhook.set":
         return dataclasses.replace(account, alert_webhook_url=record["alert_webhook_url"])
     return account

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain import ids
-from domain.accounts import GATE_REVIEW, GATE_UNAVAILABLE, NUMBER_REMOVED, PLANS, SCOPES, Account, Gate
+from domain.accounts import GATE_REVIEW, GATE_UNAVAILABLE, NUMBER_REMOVED, PLANS, PLATFORMS, SCOPES, Account, Gate
 from domain.alerts import SEVERITY_RANK, TEST_REQUESTED
 from domain.channels import CHANNELS, DEFAULT_FLOOR, MAX_DESTINATIONS, allowed
 from domain.people import ROLES, PeopleView, invited, new_setup_token, normal_email
@@ -200,6 +200,33 @@ def set_gate(
         "hang_up_suspicious": gate.hang_up_suspicious,
     }
     return Change({"kind": "gate.set", "account_id": found.id, "number": e164, **changed}, shown)
+
+
+def set_integration(account: Account | None, platform: str, secret: str, key: str = "") -> Change:
+    """A platform's webhooks taken with `secret` (decisions section 16); LiveKit's need its API key too.
+    The secret leaves here in plain text, to be sealed by the process that appends the record."""
+    found = existing(account)
+    if platform not in PLATFORMS:
+        raise Refused("unknown_platform")
+    if not secret:
+        raise Refused("invalid_secret")
+    if platform == "livekit" and not key:
+        raise Refused("invalid_key", reason="LiveKit's webhooks are issued by an API key: give it with the secret")
+    record = {"kind": "integration.set", "account_id": found.id, "platform": platform, "integration_secret": secret}
+    if key:
+        record["integration_key"] = key
+    return Change(record, {"platform": platform, "configured": True})
+
+
+def remove_integration(account: Account | None, platform: str) -> Change:
+    """The platform's webhooks refused again (409 `integration_not_configured`)."""
+    found = existing(account)
+    if platform not in PLATFORMS:
+        raise Refused("unknown_platform")
+    if platform not in found.integrations:
+        raise Refused("integration_not_configured")
+    record = {"kind": "integration.removed", "account_id": found.id, "platform": platform}
+    return Change(record, {"platform": platform, "configured": False})
 
 
 # Deliberately loose: one @, a dot in the domain, no spaces or angle brackets; the SMTP server decides the rest.

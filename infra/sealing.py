@@ -53,7 +53,7 @@ class Sealer:
 
 
 # Record fields holding a secret needed back in plain text: sealed before the record is appended.
-SEALED_FIELDS = ("signing_secret", "carrier_auth_token")
+SEALED_FIELDS = ("signing_secret", "carrier_auth_token", "integration_secret")
 
 
 def sealed(record: dict[str, Any], sealer: Callable[[], Sealer]) -> dict[str, Any]:
