@@ -127,6 +127,24 @@ def in_time_order(turns: Iterable[tuple[int, Body]]) -> list[Body]:
     return [body for _, body in sorted(turns, key=lambda pair: pair[0])]
 
 
+# One transcript entry (its path named in refusals) as its timed turn bodies, none for an entry nobody spoke.
+EntryReader = Callable[[Mapping[str, Any], str], Iterable[tuple[int, Body]]]
+
+
+def backfill(entries: Any, path: str, read: EntryReader) -> list[Body]:
+    """A post-call transcript's entries as turn bodies by their time. Each is numbered `turn` by its place
+    in the transcript, so a platform's retry after a half-appended post counts no turn twice."""
+    if entries is None:
+        return []
+    if not isinstance(entries, list):
+        raise invalid(path)
+    timed: list[tuple[int, Body]] = []
+    for index, item in enumerate(entries):
+        entry = f"{path}[{index}]"
+        timed += [(at, {**body, "turn": index}) for at, body in read(table(item, entry), entry)]
+    return in_time_order(timed)
+
+
 def phone_roles(direction: str, other: str, own: str) -> tuple[str, str]:
     """`(from, to)` for a call between the other party and the account's own number: inbound, the other
     party dialled; outbound, the account's number did (docs/api.md, call.started `direction`)."""

@@ -14,8 +14,8 @@ from domain.adapters.base import (
     IGNORED,
     Body,
     Parsed,
+    backfill,
     compact,
-    in_time_order,
     invalid,
     iso,
     ms_of,
@@ -83,22 +83,16 @@ def _attrs(call: Mapping[str, Any]) -> dict[str, Any]:
 def _turns(call: Mapping[str, Any], call_id: str) -> list[Body]:
     """Each spoken phrase a `turn.ended` with its text at its `created_at`: Bland gives one time per
     phrase, so no start (and no length) is claimed for it."""
-    phrases = call.get("transcripts")
-    if phrases is None:
-        return []
-    if not isinstance(phrases, list):
-        raise invalid("transcripts")
-    timed: list[tuple[int, Body]] = []
-    for index, item in enumerate(phrases):
-        path = f"transcripts[{index}]"
-        phrase = table(item, path)
+
+    def read(phrase: Mapping[str, Any], path: str) -> list[tuple[int, Body]]:
         role = pick(ROLES, phrase.get("user"))
         said = phrase.get("text")
         if role is None or not isinstance(said, str):
-            continue
+            return []
         at = ms_of(phrase.get("created_at"), f"{path}.created_at")
-        timed.append((at, {"type": "turn.ended", "call_id": call_id, "role": role, "at": iso(at), "text": said}))
-    return in_time_order(timed)
+        return [(at, {"type": "turn.ended", "call_id": call_id, "role": role, "at": iso(at), "text": said})]
+
+    return backfill(call.get("transcripts"), "transcripts", read)
 
 
 def _ended(call: Mapping[str, Any], call_id: str) -> Body:

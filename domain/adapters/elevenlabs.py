@@ -16,8 +16,8 @@ from domain.adapters.base import (
     SECOND_MS,
     Body,
     Parsed,
+    backfill,
     compact,
-    in_time_order,
     invalid,
     iso,
     member,
@@ -88,27 +88,21 @@ def _started(call_id: str, start: int, phone_call: Mapping[str, Any]) -> Body:
 def _turns(data: Mapping[str, Any], call_id: str, start: int) -> list[Body]:
     """Each spoken message a `turn.ended` with its text (and `interrupted`) at `time_in_call_secs`:
     ElevenLabs gives one time per message, so no start (and no length) is claimed for it."""
-    messages = data.get("transcript")
-    if messages is None:
-        return []
-    if not isinstance(messages, list):
-        raise invalid("data.transcript")
-    timed: list[tuple[int, Body]] = []
-    for index, item in enumerate(messages):
-        path = f"data.transcript[{index}]"
-        message = table(item, path)
+
+    def read(message: Mapping[str, Any], path: str) -> list[tuple[int, Body]]:
         role = pick(ROLES, message.get("role"))
         said = message.get("message")
         # A tool call or its result is an entry with no message: nobody spoke.
         if role is None or not isinstance(said, str):
-            continue
+            return []
         at = offset_ms(start, message.get("time_in_call_secs"), f"{path}.time_in_call_secs")
         interrupted = message.get("interrupted")
         body: Body = {"type": "turn.ended", "call_id": call_id, "role": role, "at": iso(at), "text": said}
         if isinstance(interrupted, bool):
             body["interrupted"] = interrupted
-        timed.append((at, body))
-    return in_time_order(timed)
+        return [(at, body)]
+
+    return backfill(data.get("transcript"), "data.transcript", read)
 
 
 def _ended(call_id: str, start: int, metadata: Mapping[str, Any], phone_call: Mapping[str, Any]) -> Body:

@@ -15,9 +15,8 @@ from domain.adapters.base import (
     IGNORED,
     Body,
     Parsed,
+    backfill,
     compact,
-    in_time_order,
-    invalid,
     iso,
     member,
     number,
@@ -84,43 +83,27 @@ def _turns(call: Mapping[str, Any]) -> list[Body]:
     """Each utterance a start at its first word's `start` and an end (with its text) at its last word's
     `end`, seconds after `start_timestamp`; without those times an utterance cannot be placed."""
     start = _ms(call, "start_timestamp")
-    utterances = call.get("transcript_object")
-    if start is None or utterances is None:
+    if start is None:
         return []
-    if not isinstance(utterances, list):
-        raise invalid("call.transcript_object")
     call_id = text(call, "call_id", "call.call_id")
-    timed: list[tuple[int, Body]] = []
-    for index, item in enumerate(utterances):
-        path = f"call.transcript_object[{index}]"
-        utterance = table(item, path)
+
+    def read(utterance: Mapping[str, Any], path: str) -> list[tuple[int, Body]]:
         role = pick(ROLES, utterance.get("role"))
         words = utterance.get("words")
         if role is None or not isinstance(words, list):
-            continue
+            return []
         begins = [w["start"] for w in words if isinstance(w, Mapping) and w.get("start") is not None]
         ends = [w["end"] for w in words if isinstance(w, Mapping) and w.get("end") is not None]
         if not begins or not ends:
-            continue
+            return []
         began = offset_ms(start, begins[0], f"{path}.words.start")
         ended = offset_ms(start, ends[-1], f"{path}.words.end")
         said = utterance.get("content")
-        timed.append((began, {"type": "turn.started", "call_id": call_id, "role": role, "at": iso(began)}))
-        timed.append(
-            (
-                ended,
-                compact(
-                    {
-                        "type": "turn.ended",
-                        "call_id": call_id,
-                        "role": role,
-                        "at": iso(ended),
-                        "text": said if isinstance(said, str) else None,
-                    }
-                ),
-            )
-        )
-    return in_time_order(timed)
+        started = {"type": "turn.started", "call_id": call_id, "role": role, "at": iso(began)}
+        ending = {"type": "turn.ended", "call_id": call_id, "role": role, "at": iso(ended)}
+        return [(began, started), (ended, compact({**ending, "text": said if isinstance(said, str) else None}))]
+
+    return backfill(call.get("transcript_object"), "call.transcript_object", read)
 
 
 def _ended(call: Mapping[str, Any]) -> Body:

@@ -9,6 +9,7 @@ post-call `webhook` receives: `call_id`, `to`, `from`, `inbound`, `started_at`, 
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
@@ -23,11 +24,12 @@ NUMBER = "+14155550100"
 CALLER = "+16465550123"
 
 
-def said(role: str, at: str, text: str) -> dict[str, str]:
-    return {"type": "turn.ended", "call_id": CALL_ID, "role": role, "at": at, "text": text}
+def said(role: str, at: str, text: str, index: int) -> dict[str, object]:
+    """A backfilled phrase, numbered `turn` by its place in `transcripts`."""
+    return {"type": "turn.ended", "call_id": CALL_ID, "role": role, "at": at, "text": text, "turn": index}
 
 
-EXPECTED = [
+EXPECTED: list[dict[str, Any]] = [
     {
         "type": "call.started",
         "call_id": CALL_ID,
@@ -41,12 +43,12 @@ EXPECTED = [
             "answered_by": "human",
         },
     },
-    said("agent", "2025-06-02T09:30:01.287Z", "Thanks for calling Acme Dental, how can I help?"),
-    said("user", "2025-06-02T09:30:05.912Z", "Hi, this is PELICAN7, I need to move my cleaning."),
-    # Listed after the caller's "Friday." in the post, placed by its created_at; robot and agent-action
-    # phrases are neither party.
-    said("agent", "2025-06-02T09:30:08.134Z", "Sure, which day works for you?"),
-    said("user", "2025-06-02T09:30:09.804Z", "Friday."),
+    said("agent", "2025-06-02T09:30:01.287Z", "Thanks for calling Acme Dental, how can I help?", 0),
+    said("user", "2025-06-02T09:30:05.912Z", "Hi, this is PELICAN7, I need to move my cleaning.", 1),
+    # Listed after the caller's "Friday." in the post, placed by its created_at but numbered by its place
+    # (5); the robot and agent-action phrases (2, 3) are neither party, so their numbers are left unused.
+    said("agent", "2025-06-02T09:30:08.134Z", "Sure, which day works for you?", 5),
+    said("user", "2025-06-02T09:30:09.804Z", "Friday.", 4),
     {"type": "call.ended", "call_id": CALL_ID, "at": "2025-06-02T09:30:42.000Z", "cost": 0.063},
 ]
 
@@ -65,7 +67,19 @@ def test_one_post_is_the_start_the_turns_by_time_and_the_end() -> None:
 def test_the_turns_are_placed_by_time_whatever_order_they_came_in() -> None:
     payload = load("bland_post_call")
     random.Random(7).shuffle(payload["transcripts"])
-    assert parse(payload) == EXPECTED
+    # Still placed by time, but numbered by the place each phrase took in the shuffled post: "Friday.",
+    # the greeting, "Sure, ...", the agent action, the caller's request, the robot.
+    assert [phrase["text"][:6] for phrase in payload["transcripts"]] == [
+        "Friday",
+        "Thanks",
+        "Sure, ",
+        "Looked",
+        "Hi, th",
+        "Press ",
+    ]
+    start, *turns, end = EXPECTED
+    renumbered = [{**body, "turn": index} for body, index in zip(turns, [1, 4, 2, 0], strict=True)]
+    assert parse(payload) == [start, *renumbered, end]
 
 
 def test_an_outbound_call_keeps_blands_numbers_as_dialled() -> None:

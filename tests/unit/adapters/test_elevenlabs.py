@@ -23,8 +23,17 @@ NUMBER = "+14155550100"
 CALLER = "+16465550123"
 
 
-def said(role: str, at: str, text: str, interrupted: bool) -> dict[str, object]:
-    return {"type": "turn.ended", "call_id": CALL_ID, "role": role, "at": at, "text": text, "interrupted": interrupted}
+def said(role: str, at: str, text: str, interrupted: bool, index: int) -> dict[str, object]:
+    """A backfilled message, numbered `turn` by its place in `data.transcript`."""
+    return {
+        "type": "turn.ended",
+        "call_id": CALL_ID,
+        "role": role,
+        "at": at,
+        "text": text,
+        "interrupted": interrupted,
+        "turn": index,
+    }
 
 
 START = {
@@ -38,11 +47,11 @@ START = {
     "source": "elevenlabs",
 }
 TURNS = [
-    said("agent", "2025-06-02T09:30:00.000Z", "Thanks for calling Acme Dental, how can I help?", False),
-    said("user", "2025-06-02T09:30:04.000Z", "Hi, this is PELICAN7, I need to move my cleaning.", False),
-    # The tool call at 7 s is no speech; the caller cut the agent off at 8 s.
-    said("agent", "2025-06-02T09:30:08.000Z", "Sure, which day works for", True),
-    said("user", "2025-06-02T09:30:09.000Z", "Friday.", False),
+    said("agent", "2025-06-02T09:30:00.000Z", "Thanks for calling Acme Dental, how can I help?", False, 0),
+    said("user", "2025-06-02T09:30:04.000Z", "Hi, this is PELICAN7, I need to move my cleaning.", False, 1),
+    # The tool call at 7 s (entry 2) is no speech, so 2 is no turn; the caller cut the agent off at 8 s.
+    said("agent", "2025-06-02T09:30:08.000Z", "Sure, which day works for", True, 3),
+    said("user", "2025-06-02T09:30:09.000Z", "Friday.", False, 4),
 ]
 END = {
     "type": "call.ended",
@@ -70,7 +79,9 @@ def test_one_post_is_the_start_the_turns_by_time_and_the_end() -> None:
 def test_the_turns_are_placed_by_time_whatever_order_they_came_in() -> None:
     payload = load("elevenlabs_post_call_transcription")
     payload["data"]["transcript"].reverse()
-    assert parse(payload) == [START, *TURNS, END]
+    # Still placed by time, but numbered by the place each message has in the reversed post (of 5 entries).
+    renumbered = [{**body, "turn": index} for body, index in zip(TURNS, [4, 3, 1, 0], strict=True)]
+    assert parse(payload) == [START, *renumbered, END]
 
 
 def test_the_platforms_own_fiat_total_is_the_cost_where_given() -> None:

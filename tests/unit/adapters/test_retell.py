@@ -32,8 +32,9 @@ START = {
 }
 
 
-def turn(kind: str, role: str, at: str, text: str | None = None) -> dict[str, str]:
-    body = {"type": kind, "call_id": CALL_ID, "role": role, "at": at}
+def turn(kind: str, role: str, at: str, index: int, text: str | None = None) -> dict[str, object]:
+    """A backfilled turn body, numbered `turn` by its utterance's place in `transcript_object`."""
+    body: dict[str, object] = {"type": kind, "call_id": CALL_ID, "role": role, "at": at, "turn": index}
     return body if text is None else {**body, "text": text}
 
 
@@ -49,15 +50,15 @@ def test_call_ended_appends_the_start_the_turns_in_time_order_and_the_end() -> N
     parsed = parse(load("retell_call_ended"))
     assert parsed == [
         START,
-        turn("turn.started", "agent", "2025-06-02T09:30:00.520Z"),
-        turn("turn.ended", "agent", "2025-06-02T09:30:03.200Z", "Thanks for calling Acme Dental, how can I help?"),
-        turn("turn.started", "user", "2025-06-02T09:30:04.300Z"),
-        turn("turn.ended", "user", "2025-06-02T09:30:06.800Z", "Hi, this is PELICAN7, I need to move my cleaning."),
-        turn("turn.started", "agent", "2025-06-02T09:30:07.100Z"),
+        turn("turn.started", "agent", "2025-06-02T09:30:00.520Z", 0),
+        turn("turn.ended", "agent", "2025-06-02T09:30:03.200Z", 0, "Thanks for calling Acme Dental, how can I help?"),
+        turn("turn.started", "user", "2025-06-02T09:30:04.300Z", 1),
+        turn("turn.ended", "user", "2025-06-02T09:30:06.800Z", 1, "Hi, this is PELICAN7, I need to move my cleaning."),
+        turn("turn.started", "agent", "2025-06-02T09:30:07.100Z", 2),
         # The caller spoke over the agent: their start (8.9 s) comes before the agent's end (9.25 s).
-        turn("turn.started", "user", "2025-06-02T09:30:08.900Z"),
-        turn("turn.ended", "agent", "2025-06-02T09:30:09.250Z", "Sure, which day works for you?"),
-        turn("turn.ended", "user", "2025-06-02T09:30:09.600Z", "Friday."),
+        turn("turn.started", "user", "2025-06-02T09:30:08.900Z", 3),
+        turn("turn.ended", "agent", "2025-06-02T09:30:09.250Z", 2, "Sure, which day works for you?"),
+        turn("turn.ended", "user", "2025-06-02T09:30:09.600Z", 3, "Friday."),
         {
             "type": "call.ended",
             "call_id": CALL_ID,
@@ -112,11 +113,12 @@ def test_utterances_without_times_or_of_a_third_party_are_left_out() -> None:
     utterances[0]["words"] = [{"word": "Thanks"}]
     utterances[1]["role"] = "transfer_target"
     turns = [b for b in bodies(parse(payload)) if b["type"].startswith("turn.")]
-    assert [(b["role"], b["at"]) for b in turns] == [
-        ("agent", "2025-06-02T09:30:07.100Z"),
-        ("user", "2025-06-02T09:30:08.900Z"),
-        ("agent", "2025-06-02T09:30:09.250Z"),
-        ("user", "2025-06-02T09:30:09.600Z"),
+    # The utterances left out keep their numbers: the rest are still numbered by their place in the list.
+    assert [(b["role"], b["at"], b["turn"]) for b in turns] == [
+        ("agent", "2025-06-02T09:30:07.100Z", 2),
+        ("user", "2025-06-02T09:30:08.900Z", 3),
+        ("agent", "2025-06-02T09:30:09.250Z", 2),
+        ("user", "2025-06-02T09:30:09.600Z", 3),
     ]
 
 
