@@ -21,12 +21,14 @@ from ingest import (
     routes_events,
     routes_gate,
     routes_ops,
+    routes_platforms,
     routes_reads,
     twiml,
 )
 from ingest.errors import ApiError
 from ingest.kafka_log import KafkaLog
 from ingest.log import Log
+from ingest.sealed import SEALED, SealedSecrets
 from ingest.service import EDGE, Edge
 
 log = logging.getLogger("callscreen.edge")
@@ -111,6 +113,7 @@ def init_app(settings: Settings, connection: Log | None = None) -> web.Applicati
     app = web.Application(middlewares=[errors_and_metrics], client_max_size=settings.rules.limits.max_body_bytes)
     edge = Edge(settings, connection or KafkaLog(settings))
     app[EDGE] = edge
+    app[SEALED] = SealedSecrets()
 
     async def connections(app: web.Application) -> AsyncIterator[None]:
         await edge.start()
@@ -132,6 +135,7 @@ def init_app(settings: Settings, connection: Log | None = None) -> web.Applicati
     routes_account.add_routes(app)
     routes_events.add_routes(app)
     routes_gate.add_routes(app)
+    routes_platforms.add_routes(app)
     routes_reads.add_routes(app)
     dashboard.setup(app, settings)
     dashboard_auth.add_routes(app)

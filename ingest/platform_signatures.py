@@ -89,7 +89,8 @@ def twilio(delivery: Delivery, secret: Secret, now_s: float) -> bool:
     """`X-Twilio-Signature` over the public URL and the sorted form, by the Twilio SDK's validator. Twilio
     signs no time: a replay is a duplicate start or end, which the fold counts once."""
     signature = delivery.headers.get("X-Twilio-Signature", "")
-    return bool(RequestValidator(secret.secret).validate(delivery.url, dict(delivery.form or {}), signature))
+    # The form as given: a multidict keeps every value of a repeated name, which the validator signs too.
+    return bool(RequestValidator(secret.secret).validate(delivery.url, delivery.form or {}, signature))
 
 
 def livekit(delivery: Delivery, secret: Secret, now_s: float) -> bool:

@@ -36,10 +36,11 @@ from domain.events import (
 )
 from domain.validation import Stamp, TimeBounds, parse_event
 from infra.clock import now_ms
-from infra.sealing import Sealer, SecretKeyProblem, sealer_for
+from infra.sealing import SecretKeyProblem
 from ingest import twiml
 from ingest.errors import ApiError
 from ingest.forward import Forwarder
+from ingest.sealed import SEALED
 from ingest.service import EDGE, Edge, edge_of
 
 log = logging.getLogger("callscreen.gate")
@@ -68,19 +69,6 @@ class GateRequest:
     signed: bool = False
 
 
-class GateKeys:
-    """Opens the numbers' sealed carrier auth tokens; the deployment key is read when first needed."""
-
-    def __init__(self) -> None:
-        self._sealer: Sealer | None = None
-
-    def open(self, edge: Edge, sealed: str) -> str:
-        if self._sealer is None:
-            self._sealer = sealer_for(edge.settings)
-        return self._sealer.open(sealed)
-
-
-GATE_KEYS: web.AppKey[GateKeys] = web.AppKey("gate_keys", GateKeys)
 FORWARDER: web.AppKey[Forwarder] = web.AppKey("forwarder", Forwarder)
 
 
@@ -109,7 +97,7 @@ async def gate_request(request: web.Request) -> GateRequest:
     signed = False
     if settings.carrier_auth_token:
         try:
-            auth_token = request.app[GATE_KEYS].open(edge, settings.carrier_auth_token)
+            auth_token = request.app[SEALED].open(edge, settings.carrier_auth_token)
         except SecretKeyProblem as exc:
             log.warning("cannot open a carrier auth token", extra={"error": str(exc)})
             raise ApiError(503, "unavailable") from None
@@ -287,7 +275,6 @@ async def status(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
-    app[GATE_KEYS] = GateKeys()
     forwarder = Forwarder(app[EDGE].settings)
     app[FORWARDER] = forwarder
 

@@ -45,6 +45,8 @@ OPERATIONS = {
     "PATCH /v1/account",
     "POST /v1/events",
     "POST /v1/events/{token}",
+    "POST /v1/ingest/{platform}",
+    "POST /v1/ingest/{platform}/{token}",
     "GET /v1/calls",
     "GET /v1/calls/{call_id}",
     "GET /v1/numbers",
@@ -57,7 +59,13 @@ OPERATIONS = {
     "POST /v1/gate/{token}/status",
 }
 # Operations that take a request body also get a negative pass: invalid bodies must be refused as documented.
-WITH_BODY = {"PATCH /v1/account", "POST /v1/events", "POST /v1/events/{token}"}
+WITH_BODY = {
+    "PATCH /v1/account",
+    "POST /v1/events",
+    "POST /v1/events/{token}",
+    "POST /v1/ingest/{platform}",
+    "POST /v1/ingest/{platform}/{token}",
+}
 # Enough to reach every documented answer of each operation; `make fuzz` sends 10,000 requests.
 POSITIVE_EXAMPLES = 25
 NEGATIVE_EXAMPLES = 15
@@ -72,6 +80,10 @@ CHECKS = [
 Operation = schemathesis.APIOperation[Any, Any, Any, Any]
 Case = schemathesis.Case[Any]
 # Readable numbers for some of the generated starts; the first two make the call started before the run.
+# The guard account's Vapi integration: its token path's posts carry Vapi's legacy `x-vapi-secret`.
+VAPI_SECRET = "contract-vapi-secret"
+# A Vapi message of the call started before the run: a platform post the adapter maps (a cut-in, 200).
+VAPI_MESSAGE: dict[str, Any] = {"message": {"type": "user-interrupted", "call": {"id": "contract-guard"}}}
 NUMBERS = ("+14155550100", "+12125550143", "+442079460123", "+33142685300", "+4930901820", "+61293744000")
 
 
@@ -133,6 +145,7 @@ def exercise(
     with_token = "{token}" in operation.path
     is_event = operation.path.startswith("/v1/events")
     is_gate = operation.path.startswith("/v1/gate")
+    is_platform = operation.path.startswith("/v1/ingest")
 
     @settings(
         max_examples=examples,
@@ -153,6 +166,8 @@ def exercise(
         # About one case in four keeps the credential that was generated (refused: 401); the rest send real ones.
         real = forged != 3
         headers = target.account.headers if with_key and real else {}
+        if is_platform and with_token and real:
+            headers = {"x-vapi-secret": VAPI_SECRET}
         if with_token and (real or mode.is_negative):
             token = target.gate_token if is_gate else target.account.ingest_token
             case.path_parameters = {**(case.path_parameters or {}), "token": token}
@@ -173,6 +188,10 @@ def exercise(
             elif steer == 2 and case.body.get("type") == "call.started":
                 # Readable numbers, so that starts get scored (or meet the plan's number cap).
                 case.body["to"], case.body["from"] = NUMBERS[pick], NUMBERS[-1 - pick]
+        if is_platform and steer == 1:
+            # A platform that exists and a message of it that maps: the post answers 200 with its events.
+            case.path_parameters = {**(case.path_parameters or {}), "platform": "vapi"}
+            case.body, case.media_type = dict(VAPI_MESSAGE), "application/json"
         if is_gate and steer == 1 and isinstance(case.body, dict):
             # The gated call started before the run: a keypress and a status callback for it answer 200.
             case.body["CallSid"] = target.call_id
@@ -227,6 +246,8 @@ async def test_live_edge_conforms_to_its_openapi_document(
     (alert,) = await calls.wait_for("caller.rate_exceeded")
     guard = Target(account, "contract-guard", alert["id"])
     gated = await gated_call(service, http, account)
+    async with Admin(service.settings) as admin:
+        await admin.integration_set(account.account_id, "vapi", VAPI_SECRET)
     targets = {label: gated if "/v1/gate" in label else guard for label in OPERATIONS} | {
         "POST /v1/events/{token}": Target(watch_account, "contract-watch")
     }

@@ -99,8 +99,15 @@ def whole(value: Any, path: str) -> int:
     raise invalid(path)
 
 
-def iso(epoch_ms: int) -> str:
-    """The contract's time shape for epoch milliseconds."""
+# The last millisecond of the year 9999: past it no ISO 8601 time can be written.
+LAST_MS = 253_402_300_799_999
+
+
+def iso(epoch_ms: int, path: str) -> str:
+    """The contract's time shape for epoch milliseconds; a time before 1970 or past the year 9999 is the
+    refusal naming `path`, the field it came from."""
+    if not 0 <= epoch_ms <= LAST_MS:
+        raise invalid(path)
     return format_ms(epoch_ms)
 
 

@@ -45,7 +45,7 @@ def parse(payload: Any) -> Parsed:
 
 def _time(call: Mapping[str, Any], key: str, path: str) -> str | None:
     value = call.get(key)
-    return None if value is None else iso(ms_of(value, path))
+    return None if value is None else iso(ms_of(value, path), path)
 
 
 def _started(call: Mapping[str, Any], call_id: str) -> Body:
@@ -90,7 +90,7 @@ def _turns(call: Mapping[str, Any], call_id: str) -> list[Body]:
         if role is None or not isinstance(said, str):
             return []
         at = ms_of(phrase.get("created_at"), f"{path}.created_at")
-        return [(at, {"type": "turn.ended", "call_id": call_id, "role": role, "at": iso(at), "text": said})]
+        return [(at, {"type": "turn.ended", "call_id": call_id, "role": role, "at": iso(at, path), "text": said})]
 
     return backfill(call.get("transcripts"), "transcripts", read)
 

@@ -31,6 +31,7 @@ from domain.adapters.base import (
     text,
 )
 
+DURATION = "data.metadata.call_duration_secs"
 SOURCE = "elevenlabs"
 ROLES = {"user": "user", "agent": "agent"}
 DIRECTIONS = {"inbound": "inbound", "outbound": "outbound"}
@@ -79,7 +80,7 @@ def _started(call_id: str, start: int, phone_call: Mapping[str, Any]) -> Body:
             "from": frm,
             "to": to,
             "direction": direction,
-            "at": iso(start),
+            "at": iso(start, "data.metadata.start_time_unix_secs"),
             "source": SOURCE,
         }
     )
@@ -97,7 +98,7 @@ def _turns(data: Mapping[str, Any], call_id: str, start: int) -> list[Body]:
             return []
         at = offset_ms(start, message.get("time_in_call_secs"), f"{path}.time_in_call_secs")
         interrupted = message.get("interrupted")
-        body: Body = {"type": "turn.ended", "call_id": call_id, "role": role, "at": iso(at), "text": said}
+        body: Body = {"type": "turn.ended", "call_id": call_id, "role": role, "at": iso(at, path), "text": said}
         if isinstance(interrupted, bool):
             body["interrupted"] = interrupted
         return [(at, body)]
@@ -113,7 +114,7 @@ def _ended(call_id: str, start: int, metadata: Mapping[str, Any], phone_call: Ma
             "type": "call.ended",
             "call_id": call_id,
             "provider_call_id": optional_text(phone_call, "call_sid"),
-            "at": None if duration is None else iso(offset_ms(start, duration, "data.metadata.call_duration_secs")),
+            "at": None if duration is None else iso(offset_ms(start, duration, DURATION), DURATION),
             "reason": optional_text(metadata, "termination_reason"),
             "cost": cost,
             "cost_breakdown": breakdown,

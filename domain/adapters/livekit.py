@@ -84,9 +84,9 @@ def _started(event: Mapping[str, Any], participant: Mapping[str, Any]) -> Body:
 def _joined_at(participant: Mapping[str, Any]) -> str | None:
     """`joinedAt` (seconds); `joinedAtMs`, the same moment to the millisecond, when the server sends it."""
     if participant.get("joinedAtMs") is not None:
-        return iso(whole(participant["joinedAtMs"], "participant.joinedAtMs"))
+        return iso(whole(participant["joinedAtMs"], "participant.joinedAtMs"), "participant.joinedAtMs")
     if participant.get("joinedAt") is not None:
-        return iso(whole(participant["joinedAt"], "participant.joinedAt") * SECOND_MS)
+        return iso(whole(participant["joinedAt"], "participant.joinedAt") * SECOND_MS, "participant.joinedAt")
     return None
 
 
@@ -97,7 +97,7 @@ def _ended(event: Mapping[str, Any], reason: str | None) -> Body:
             "type": "call.ended",
             "call_id": _room_sid(event),
             # The event's own time (seconds): when the participant left or the room closed.
-            "at": None if created is None else iso(whole(created, "createdAt") * SECOND_MS),
+            "at": None if created is None else iso(whole(created, "createdAt") * SECOND_MS, "createdAt"),
             # `DisconnectReason` by name, as LiveKit sent it (`CLIENT_INITIATED`, `USER_UNAVAILABLE`, ...).
             "reason": reason,
         }

@@ -73,7 +73,7 @@ def _started(call: Mapping[str, Any]) -> Body:
             "to": text(call, "to_number", "call.to_number"),
             # Retell's own values are the contract's; anything else is validation's `invalid_direction`.
             "direction": optional_text(call, "direction"),
-            "at": None if start is None else iso(start),
+            "at": None if start is None else iso(start, "call.start_timestamp"),
             "source": SOURCE,
         }
     )
@@ -99,8 +99,8 @@ def _turns(call: Mapping[str, Any]) -> list[Body]:
         began = offset_ms(start, begins[0], f"{path}.words.start")
         ended = offset_ms(start, ends[-1], f"{path}.words.end")
         said = utterance.get("content")
-        started = {"type": "turn.started", "call_id": call_id, "role": role, "at": iso(began)}
-        ending = {"type": "turn.ended", "call_id": call_id, "role": role, "at": iso(ended)}
+        started = {"type": "turn.started", "call_id": call_id, "role": role, "at": iso(began, path)}
+        ending = {"type": "turn.ended", "call_id": call_id, "role": role, "at": iso(ended, path)}
         return [(began, started), (ended, compact({**ending, "text": said if isinstance(said, str) else None}))]
 
     return backfill(call.get("transcript_object"), "call.transcript_object", read)
@@ -115,7 +115,7 @@ def _ended(call: Mapping[str, Any]) -> Body:
             "type": "call.ended",
             "call_id": text(call, "call_id", "call.call_id"),
             "provider_call_id": _provider_call_id(call),
-            "at": None if end is None else iso(end),
+            "at": None if end is None else iso(end, "call.end_timestamp"),
             "reason": optional_text(call, "disconnection_reason"),
             # Retell counts in cents; the contract in USD (rounded off float noise, to a millionth).
             "cost": None if cents is None else round(number(cents, "call.call_cost.combined_cost") / CENTS, 6),

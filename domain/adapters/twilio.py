@@ -66,4 +66,4 @@ def _at(form: Mapping[str, str]) -> str | None:
         raise invalid("Timestamp") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return iso(round(moment.timestamp() * 1000))
+    return iso(round(moment.timestamp() * 1000), "Timestamp")

@@ -69,7 +69,7 @@ def _call_id(message: Mapping[str, Any]) -> str:
 def _at(message: Mapping[str, Any]) -> str | None:
     """The message's `timestamp` (epoch milliseconds), when it carries one."""
     value = message.get("timestamp")
-    return None if value is None else iso(round(number(value, "message.timestamp")))
+    return None if value is None else iso(round(number(value, "message.timestamp")), "message.timestamp")
 
 
 def _party(message: Mapping[str, Any], key: str) -> str:
@@ -136,7 +136,7 @@ def _ended(message: Mapping[str, Any]) -> Body:
             "type": "call.ended",
             "call_id": _call_id(message),
             "provider_call_id": optional_text(call, "phoneCallProviderId"),
-            "at": None if ended_at is None else iso(ms_of(ended_at, "message.endedAt")),
+            "at": None if ended_at is None else iso(ms_of(ended_at, "message.endedAt"), "message.endedAt"),
             "reason": optional_text(message, "endedReason"),
             "cost": None if cost is None else number(cost, "message.cost"),
             "cost_breakdown": _breakdown(message, call),

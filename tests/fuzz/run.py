@@ -74,10 +74,18 @@ SHARES = {
     "POST /v1/gate/{token}": 4,
     "POST /v1/gate/{token}/challenge": 2,
     "POST /v1/gate/{token}/status": 2,
+    "POST /v1/ingest/{platform}": 6,
+    "POST /v1/ingest/{platform}/{token}": 6,
 }
 # Operations with a body spend this part of their share on invalid bodies, which must be refused as documented.
 NEGATIVE_PART = 0.35
-WITH_BODY = {"POST /v1/events", "POST /v1/events/{token}", "PATCH /v1/account"}
+WITH_BODY = {
+    "POST /v1/events",
+    "POST /v1/events/{token}",
+    "PATCH /v1/account",
+    "POST /v1/ingest/{platform}",
+    "POST /v1/ingest/{platform}/{token}",
+}
 REQUEST_TIMEOUT_S = 10.0
 # Readable numbers for some starts and reads; the first two are the seeded call's.
 NUMBERS = ("+14155550100", "+12125550143", "+442079460123", "+33142685300", "+4930901820", "+61293744000")
