@@ -5,22 +5,25 @@ changes are the records the admin commands append (domain.commands).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
 from domain import commands, keys
-from domain.accounts import PLANS, Account
+from domain.accounts import PLANS, PLATFORMS, Account
 from domain.channels import CHANNELS, DEFAULT_FLOOR, PLAN_CHANNELS
 from domain.index import AlertEntry, CallEntry
 from domain.phone import parse_number
 from domain.queries import AlertGet, AlertsList, CallGet, CallsList, NumbersList
 from domain.rules import HOUR_MS
+from domain.times import format_ms
 from infra import webhook_url
 from infra.clock import now_ms
 from ingest.chart import hourly_chart
 from ingest.dashboard import DASHBOARD, PREFIX, PageError, account_of, append_change, form_of, page, signed_in
 from ingest.routes_account import account_body
+from ingest.routes_platforms import DELIVERIES, LastDelivery
 from ingest.routes_reads import merge_pages
 from ingest.service import Edge, edge_of
 
@@ -317,6 +320,98 @@ async def trusted_change(request: web.Request) -> web.Response:
     raise web.HTTPSeeOther(f"{PREFIX}/trusted")
 
 
+@dataclass(frozen=True)
+class Platform:
+    """How the Integrations page names a platform, its secret, and where its URL goes."""
+
+    name: str
+    secret: str
+    paste: str
+
+
+PLATFORM_PAGES = {
+    "vapi": Platform(
+        "Vapi", "HMAC credential secret", "the assistant's or phone number's Server URL, with an HMAC credential"
+    ),
+    "retell": Platform("Retell", "API key with the webhook badge", "the agent's webhook URL"),
+    "twilio": Platform("Twilio", "Auth token", "the number's status callback URL"),
+    "livekit": Platform("LiveKit", "API secret", "the project's webhook URL"),
+    "bland": Platform("Bland", "Webhook signing secret", "the call's webhook URL"),
+    "elevenlabs": Platform("ElevenLabs", "Webhook secret", "the agent's post-call webhook URL"),
+}
+# A pasted secret or LiveKit key longer than this is refused, never cut short (a cut secret checks nothing).
+MAX_SECRET_CHARS = 2048
+
+
+@dataclass(frozen=True)
+class IntegrationCard:
+    platform: str
+    about: Platform
+    configured: bool
+    # LiveKit's API key (not a secret: the JWT's `iss`); the secret itself is never read here.
+    key: str
+    last: LastDelivery | None
+
+    @property
+    def last_at(self) -> str:
+        return "" if self.last is None else format_ms(self.last.at)[:19].replace("T", " ") + " UTC"
+
+
+def base_url(request: web.Request) -> str:
+    """The address platforms post to: `CALLSCREEN_PUBLIC_URL`, else the one this page was opened at (what
+    the edge signs Twilio's URL with when it has no public URL either)."""
+    return edge_of(request).settings.public_url.rstrip("/") or str(request.url.origin())
+
+
+async def integrations(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    account = account_of(me, request)
+    deliveries = request.app[DELIVERIES]
+    cards = [
+        IntegrationCard(
+            platform,
+            PLATFORM_PAGES[platform],
+            platform in account.integrations,
+            account.integrations[platform].key if platform in account.integrations else "",
+            deliveries.last(account.id, platform),
+        )
+        for platform in PLATFORMS
+    ]
+    saved, removed = request.query.get("saved"), request.query.get("removed")
+    return page(
+        request,
+        "integrations.html",
+        me,
+        cards=cards,
+        base=base_url(request),
+        public_url_set=bool(edge_of(request).settings.public_url),
+        saved=PLATFORM_PAGES[saved].name if saved in PLATFORM_PAGES else None,
+        removed=PLATFORM_PAGES[removed].name if removed in PLATFORM_PAGES else None,
+    )
+
+
+async def integration_set(request: web.Request) -> web.Response:
+    """A platform's secret (and LiveKit's API key), sealed by `append_change` as `callscreen integration set`
+    seals it; the page then says "configured" and never shows it."""
+    me = signed_in(request)
+    form = await form_of(request, me)
+    platform = form.get("platform", "")
+    secret = form.get("secret", "").strip()
+    key = form.get("key", "").strip() if platform == "livekit" else ""
+    if len(secret) > MAX_SECRET_CHARS or len(key) > MAX_SECRET_CHARS:
+        raise PageError(400, f"A secret or key is at most {MAX_SECRET_CHARS} characters: check what was pasted.")
+    await append_change(request, commands.set_integration(account_of(me, request), platform, secret, key))
+    raise web.HTTPSeeOther(f"{PREFIX}/integrations?saved={platform}")
+
+
+async def integration_remove(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    form = await form_of(request, me)
+    platform = form.get("platform", "")
+    await append_change(request, commands.remove_integration(account_of(me, request), platform))
+    raise web.HTTPSeeOther(f"{PREFIX}/integrations?removed={platform}")
+
+
 async def plan(request: web.Request) -> web.Response:
     me = signed_in(request)
     rules = edge_of(request).settings.rules.plans
@@ -352,6 +447,10 @@ REFUSALS = {
     "invalid_scope": "Pick a scope: full or read.",
     "unknown_key": "There is no such key in this account.",
     "invalid_plan": "Pick watch or guard.",
+    "unknown_platform": "There is no such platform.",
+    "invalid_secret": "Enter the platform's secret.",
+    "invalid_key": "LiveKit signs its webhooks with an API key and its secret: enter both.",
+    "integration_not_configured": "That platform has no secret saved: there is nothing to remove.",
 }
 
 
@@ -377,6 +476,9 @@ def add_routes(app: web.Application) -> None:
     post(f"{PREFIX}/channels/secret/rotate", refused_page(secret_rotate))
     post(f"{PREFIX}/channels/set", refused_page(channel_set))
     post(f"{PREFIX}/channels/test", refused_page(test_alert))
+    get(f"{PREFIX}/integrations", integrations)
+    post(f"{PREFIX}/integrations/set", refused_page(integration_set))
+    post(f"{PREFIX}/integrations/remove", refused_page(integration_remove))
     get(f"{PREFIX}/trusted", trusted)
     post(f"{PREFIX}/trusted/{{action:add|remove}}", refused_page(trusted_change))
     get(f"{PREFIX}/plan", plan)

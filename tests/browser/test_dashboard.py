@@ -1,9 +1,11 @@
 """The dashboard in a real browser (docs/dashboard.md): a newcomer's path, keys, tokens, the trusted list,
-alert channels, live calls, sessions, CSRF and account isolation."""
+alert channels, integrations, live calls, sessions, CSRF and account isolation."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import os
 import time
 import uuid
@@ -157,6 +159,83 @@ async def test_an_email_channel_gets_the_test_alert(
     await expect(row).to_contain_text("email: delivered")
 
 
+def vapi_signed(secret: str, body: bytes) -> dict[str, str]:
+    """Vapi's HMAC credential headers: hex HMAC-SHA256 of `<x-timestamp>.<body>`, the timestamp in ms."""
+    stamp = str(int(time.time() * 1000))
+    signature = hmac.new(secret.encode(), stamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return {"Content-Type": "application/json", "x-timestamp": stamp, "x-signature": signature}
+
+
+async def test_an_integration_secret_is_saved_sealed_never_shown_and_removed(
+    dash: RunningService, browser: Browser, http: aiohttp.ClientSession
+) -> None:
+    owner = await new_person(dash, http)
+    page = await signed_up(browser, dash, owner)
+    await page.click("nav >> text=Integrations")
+    await expect(page.locator("h1")).to_have_text("Integrations")
+    await expect(page.locator("#state-vapi")).to_contain_text("not configured")
+    secret = f"vapi-credential-{uuid.uuid4().hex}"
+    await page.fill("#secret-vapi", secret)
+    await page.click("text=Save the Vapi secret")
+    await expect(page.locator("[role=status]")).to_contain_text("Vapi: configured")
+    await expect(page.locator("#state-vapi")).to_have_text("configured")
+    await expect(page.locator("#state-retell")).to_contain_text("not configured")
+    # The URL to paste, with the token's place marked: only the token's digest is kept.
+    await expect(page.locator("#url-vapi")).to_have_text(f"{dash.base_url}/v1/ingest/vapi/<ingest token>")
+    await expect(page.locator("#secret-vapi")).to_have_value("")
+    assert secret not in await page.content()
+    await expect(page.locator("#last-vapi")).to_contain_text("None on this server")
+
+    # That URL with the account's ingest token takes Vapi's signed posts; the card shows the latest one.
+    url = f"{dash.base_url}/v1/ingest/vapi/{owner.account.ingest_token}"
+    body = orjson.dumps({"message": {"type": "status-update", "status": "ringing"}})
+    async with http.post(url, data=body, headers=vapi_signed("not the secret", body)) as r:
+        assert r.status == 401, await r.text()
+    await page.reload()
+    await expect(page.locator("#last-vapi")).to_contain_text("401 invalid_signature")
+    async with http.post(url, data=body, headers=vapi_signed(secret, body)) as r:
+        assert r.status == 200, await r.text()
+        assert (await r.json())["ignored"] is True
+    await page.reload()
+    await expect(page.locator("#last-vapi")).to_contain_text("200 ignored")
+    assert secret not in await page.content()
+
+    # Sealed on the accounts topic, and in no log line.
+    records = [orjson.loads(r.value) for r in await read_topic(dash.settings, dash.settings.topic("accounts"))]
+    mine = [r for r in records if r["kind"] == "integration.set" and r["account_id"] == owner.account.account_id]
+    assert [r["platform"] for r in mine] == ["vapi"]
+    assert mine[0]["integration_secret"].startswith("fernet:")
+    assert secret not in orjson.dumps(records).decode()
+    assert secret not in (dash.data_dir.parent / f"{dash.data_dir.name}.log").read_text()
+
+    await page.click("text=Remove Vapi")
+    await expect(page.locator("[role=status]")).to_contain_text("Vapi: removed")
+    await expect(page.locator("#state-vapi")).to_contain_text("not configured")
+    assert await page.locator("text=Remove Vapi").count() == 0
+    async with http.post(url, data=body, headers=vapi_signed(secret, body)) as r:
+        assert r.status == 409, await r.text()
+
+
+async def test_livekit_needs_its_api_key_with_the_secret(
+    dash: RunningService, browser: Browser, http: aiohttp.ClientSession
+) -> None:
+    owner = await new_person(dash, http)
+    page = await signed_up(browser, dash, owner)
+    await page.goto("/dashboard/integrations")
+    token = await page.locator("form[action='/dashboard/signout'] input[name=csrf]").get_attribute("value")
+    secret = "lk-secret-" + uuid.uuid4().hex
+    form: dict[str, str | float | bool] = {"csrf": token or "", "platform": "livekit", "secret": secret}
+    answer = await page.request.post("/dashboard/integrations/set", form=form)
+    assert answer.status == 400
+    assert "API key and its secret" in await answer.text()
+    await page.fill("#key-livekit", "APIbrowsertest")
+    await page.fill("#secret-livekit", secret)
+    await page.click("text=Save the LiveKit secret")
+    await expect(page.locator("#state-livekit")).to_contain_text("configured")
+    await expect(page.locator("#state-livekit")).to_contain_text("API key APIbrowsertest")
+    assert secret not in await page.content()
+
+
 async def test_live_calls_show_a_flag_while_turns_stream(
     dash: RunningService, browser: Browser, http: aiohttp.ClientSession
 ) -> None:
@@ -226,6 +305,9 @@ async def test_a_read_only_teammate_sees_everything_and_changes_nothing(
     await page.goto("/dashboard/keys")
     await expect(page.locator("table")).to_contain_text(owner.account.key_id)
     assert await page.locator("text=Create key").count() == 0
+    await page.goto("/dashboard/integrations")
+    await expect(page.locator("#url-vapi")).to_contain_text("/v1/ingest/vapi/")
+    assert await page.locator("#secret-vapi").count() == 0
     csrf = await page.evaluate("() => document.cookie")  # HttpOnly: the session is not readable here
     assert "cs_session" not in csrf
     token = await page.locator("form[action='/dashboard/signout'] input[name=csrf]").get_attribute("value")
@@ -271,7 +353,18 @@ async def test_security_headers_and_no_secret_in_a_log_line(
         assert secret not in log
 
 
-PAGES = ["", "/calls", "/calls/live", "/alerts", "/keys", "/live-events", "/channels", "/trusted", "/plan"]
+PAGES = [
+    "",
+    "/calls",
+    "/calls/live",
+    "/alerts",
+    "/keys",
+    "/live-events",
+    "/integrations",
+    "/channels",
+    "/trusted",
+    "/plan",
+]
 WIDTHS = {"desktop": (1280, 860), "phone": (390, 844)}
 
 
@@ -347,4 +440,5 @@ async def test_every_record_the_dashboard_appends_matches_the_accounts_schema(da
         assert errors == [], value
     dashboard_kinds = {"person.invited", "person.password_set", "session.started", "session.ended", "sessions.ended"}
     changes = {"key.created", "key.revoked", "token.rotated", "trusted.added", "channel.set", "alert.test_requested"}
+    changes |= {"integration.set", "integration.removed"}
     assert dashboard_kinds | changes <= kinds
