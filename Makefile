@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint lock fuzz docs email-example dashboard-shots bench bench-profile bench-gate bench-soak bench-overload bench-memory bench-crash bench-isolation faults soak clean
+.PHONY: run test lint lock fuzz docs email-example dashboard-shots bench bench-profile bench-gate bench-adapters bench-soak bench-overload bench-memory bench-crash bench-isolation faults soak clean
 
 # The install step: the virtual environment, every dependency at the hash-checked version of the dev
 # lock (pip, setuptools and wheel too, so the editable build downloads nothing unpinned), the package
@@ -84,6 +84,7 @@ fuzz: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
 	$(BIN)/python -m bench.gate
+	$(BIN)/python -m bench.adapters
 
 # make bench with py-spy on the edge and the worker (and on the worker folding a backlog): top functions,
 # and where the fold's CPU went, in bench/out/profile.md; flame graphs in bench/out/profiles/.
@@ -94,6 +95,11 @@ bench-profile: $(STAMP)
 # Only the carrier gate's section of docs/benchmarks.md (about a minute).
 bench-gate: $(STAMP)
 	$(BIN)/python -m bench.gate
+
+# Only the platform adapters' section: Vapi's signed webhooks beside the same events on /v1/events, full calls
+# at 250 requests/s each, three rounds (about a minute and a half; bench/out/adapters.json).
+bench-adapters: $(STAMP)
+	$(BIN)/python -m bench.adapters
 
 # Ten minutes at half the sustainable turn rate the last `make bench` found (docs/benchmarks.md), on a store
 # of 40,000 calls: p99, lag and RSS per minute (bench/out/soak.md, bench/out/soak.png).

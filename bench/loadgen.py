@@ -18,6 +18,15 @@ Modes:
           alternately one the score rejects (`gate.reject`: the caller is the called number, its
           signature failed) and one it challenges (`gate.challenge`: a failed signature); an answer
           without the expected TwiML verb counts as an error.
+  adapter two streams of full calls at `rate` requests/s each, on one clock and one client, each its own
+          pool as in `calls`: Vapi's messages of each call (`traffic.vapi_call`: `status-update` in
+          progress, a `speech-update` started and stopped per turn, `end-of-call-report`) signed with the
+          account's secret as they leave and POSTed to its token path, `POST /v1/ingest/vapi/<ingest_token>`
+          (`adapter_accounts`, `ingest`; stream `vapi`), and for `accounts` on `POST /v1/events` the bodies
+          the Vapi parser makes of the same messages (`traffic.native_body`; stream `native`). Kinds are
+          `<stream> start|turn|end`, with `by_stream` over each stream's all; a 2xx answer without the
+          kind's answer (the score's `action`, the live `flags`, the end's `duration_s`), or with an `error`
+          or `ignored` in it, counts as an error.
 
 `rates` (a list of [rate, seconds]) replaces the one `rate` with a profile of steps, as the overload run
 needs; `window_s` adds the statistics of each window of that many seconds (by intended send time);
@@ -49,7 +58,17 @@ import orjson
 import uvloop
 
 from bench.http_client import Client, HttpError
-from bench.traffic import BenchAccount, call_ended, call_started, caller_number, full_call, pick
+from bench.traffic import (
+    BenchAccount,
+    call_ended,
+    call_started,
+    caller_number,
+    full_call,
+    native_body,
+    pick,
+    vapi_call,
+    vapi_headers,
+)
 
 REQUEST_TIMEOUT_S = 10.0
 
@@ -85,6 +104,8 @@ class Spec:
     rates: list[tuple[float, float]] = field(default_factory=list)  # steps of [rate, seconds]; else `rate`
     window_s: float = 0.0
     ledger: bool = False
+    adapter_accounts: list[BenchAccount] = field(default_factory=list)  # adapter mode: the Vapi stream's
+    ingest: dict[str, dict[str, str]] = field(default_factory=dict)  # adapter mode: account id -> token, secret
 
     def steps(self) -> list[tuple[float, float]]:
         return [(float(r), float(s)) for r, s in self.rates] or [(self.rate, self.duration_s)]
@@ -92,7 +113,8 @@ class Spec:
     @staticmethod
     def from_json(raw: dict[str, Any]) -> Spec:
         accounts = [BenchAccount.from_json(a) for a in raw.pop("accounts")]
-        return Spec(accounts=accounts, **raw)
+        adapter_accounts = [BenchAccount.from_json(a) for a in raw.pop("adapter_accounts", [])]
+        return Spec(accounts=accounts, adapter_accounts=adapter_accounts, **raw)
 
 
 @dataclass
@@ -326,6 +348,169 @@ async def drive_gate(spec: Spec) -> dict[str, Any]:
     return summarise(spec, samples, [], len(arrivals), error_bodies) | {"calls": len(arrivals)}
 
 
+# The adapter mode's two streams, and the kinds of request each reports on.
+NATIVE, ADAPTER = "native", "vapi"
+STREAMS = (NATIVE, ADAPTER)
+KINDS = ("start", "turn", "end")
+VAPI_KINDS = {"status-update": "start", "speech-update": "turn", "end-of-call-report": "end"}
+# What a 2xx answer of each kind holds by either route (the score's action, the live picture, the settled end);
+# the adapter's lists it under `events`. A refusal inside a 200 (`error`) or a dropped event is no answer.
+ANSWERS = {"start": b'"action"', "turn": b'"flags"', "end": b'"duration_s"'}
+
+
+def answered(kind: str, payload: bytes) -> bool:
+    return ANSWERS[kind] in payload and b'"error":' not in payload and b'"ignored":true' not in payload
+
+
+@dataclass
+class Route:
+    """Where one call of the adapter mode posts: `POST /v1/events` with the account's key, or the account's
+    Vapi token path, each request signed with its secret as it leaves."""
+
+    stream: str
+    path: str
+    key: str = ""
+    secret: str = ""
+
+    def headers(self, body: bytes) -> bytes:
+        if self.secret:
+            return vapi_headers(self.secret, body, time.time())
+        return f"Authorization: Bearer {self.key}\r\nContent-Type: application/json\r\n".encode()
+
+
+@dataclass
+class Planned:
+    offset: float  # intended send time, seconds after t0
+    kind: str  # start, turn or end
+    body: bytes
+    measured: bool
+
+
+def plan_adapter(spec: Spec, wall0_ms: int) -> list[tuple[Route, list[Planned]]]:
+    """Both streams' full calls. Each stream has its own Poisson arrivals at `rate`, dealt round-robin to a
+    pool of concurrent calls as the `calls` mode deals them (a finished call is replaced by a new one); the
+    calls' shapes come from one seed, so both streams make the same calls in the same order. A call is Vapi's
+    messages (`traffic.vapi_call`): sent as they are, or as the bodies the Vapi parser makes of them."""
+    slots = spec.concurrent_calls or max(20, int(spec.rate * 0.25))
+    calls: list[tuple[Route, list[Planned]]] = []
+    left_open: list[tuple[list[tuple[str, bytes]], list[Planned]]] = []
+    for stream, accounts in ((NATIVE, spec.accounts), (ADAPTER, spec.adapter_accounts)):
+        arrivals = poisson_arrivals(random.Random(f"{spec.seed} arrivals {stream}"), spec.rate, spec.duration_s)
+        shapes = random.Random(f"{spec.seed} calls")
+        active: list[tuple[list[tuple[str, bytes]], list[Planned]] | None] = [None] * slots
+        serial = 0
+        for i, t in enumerate(arrivals):
+            slot = i % slots
+            current = active[slot]
+            if current is None:
+                account, to = pick(accounts, spec.call_offset + serial)
+                call_id = f"{spec.prefix}-{stream[0]}{serial}"
+                messages = vapi_call(shapes, call_id, to, wall0_ms + int(t * 1000))
+                events = [
+                    (VAPI_KINDS[m["message"]["type"]], orjson.dumps(m if stream == ADAPTER else native_body(m)))
+                    for m in messages
+                ]
+                if stream == ADAPTER:
+                    ingest = spec.ingest[account.account_id]
+                    route = Route(stream, f"/v1/ingest/vapi/{ingest['token']}", secret=ingest["secret"])
+                else:
+                    route = Route(stream, "/v1/events", key=account.key)
+                current = (events, [])
+                calls.append((route, current[1]))
+                serial += 1
+            events, scheduled = current
+            kind, body = events[len(scheduled)]
+            scheduled.append(Planned(t, kind, body, True))
+            active[slot] = None if len(scheduled) == len(events) else current
+        left_open += [current for current in active if current is not None]
+    # Close what is still open, unmeasured, after the window: open calls would have the sweep tick them later.
+    close_at = spec.duration_s + 0.5
+    for n, (events, scheduled) in enumerate(left_open):
+        kind, body = events[-1]
+        scheduled.append(Planned(close_at + n / spec.close_rate, kind, body, False))
+    return calls
+
+
+async def drive_adapter(spec: Spec) -> dict[str, Any]:
+    calls = plan_adapter(spec, int(time.time() * 1000) + 500)
+    samples: list[Sample] = []
+    unmeasured: list[Sample] = []
+    error_bodies: Counter[str] = Counter()
+    skipped: Counter[str] = Counter()
+    unfinished: Counter[str] = Counter()
+    http = Client(spec.base_url, spec.connections, REQUEST_TIMEOUT_S)
+    try:
+        await asyncio.gather(*(http.request("GET", "/healthz") for _ in range(min(32, spec.connections))))
+        t0 = clock() + 0.5
+
+        async def one_call(route: Route, events: list[Planned]) -> None:
+            """As `drive` chains a call: each event at its time or once the one before was answered; where
+            the start failed, its turns unsent and each an error at the start's time, its end sent unmeasured."""
+            failed_at: float | None = None
+            done = 0
+            try:
+                for event in events:
+                    label = f"{route.stream} {event.kind}"
+                    if failed_at is not None and event.kind != "end":
+                        if event.measured:
+                            skipped[route.stream] += 1
+                            samples.append(Sample(label, failed_at, math.inf, 0, 0.0))
+                        done += 1
+                        continue
+                    intended = t0 + event.offset
+                    delay = intended - clock()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    sent = clock()
+                    status = 0
+                    try:
+                        status, payload = await http.request("POST", route.path, event.body, route.headers(event.body))
+                        if 200 <= status < 300 and not answered(event.kind, payload):
+                            error_bodies[f"{label} unexpected {payload[:80].decode(errors='replace')}"] += 1
+                            status = 0
+                        elif status >= 300:
+                            error_bodies[f"{label} {status} {payload[:80].decode(errors='replace')}"] += 1
+                    except (TimeoutError, HttpError) as exc:
+                        error_bodies[f"{label} {type(exc).__name__}"] += 1
+                    latency = clock() - intended if status else math.inf
+                    sample = Sample(label, event.offset, latency, status, sent - intended)
+                    if failed_at is not None:
+                        if event.measured:
+                            skipped[route.stream] += 1
+                            samples.append(Sample(label, failed_at, math.inf, 0, 0.0))
+                        unmeasured.append(sample)
+                    else:
+                        (samples if event.measured else unmeasured).append(sample)
+                    if event.kind == "start" and not 200 <= status < 300:
+                        failed_at = event.offset
+                    done += 1
+            except asyncio.CancelledError:
+                # Still unanswered at the end of the drain: this event and the rest, errors, infinitely slow.
+                for event in events[done:]:
+                    if event.measured:
+                        unfinished[route.stream] += 1
+                        at = event.offset if failed_at is None else failed_at
+                        samples.append(Sample(f"{route.stream} {event.kind}", at, math.inf, 0, 0.0))
+                raise
+
+        tasks = [asyncio.create_task(one_call(route, events)) for route, events in calls]
+        last = max((events[-1].offset for _, events in calls if events), default=0.0)
+        _done, pending = await asyncio.wait(tasks, timeout=max(0.0, t0 + last - clock()) + spec.drain_s)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+    finally:
+        http.close()
+    offered = sum(1 for _, events in calls for event in events if event.measured)
+    window = [s for s in samples if s.intended >= spec.warmup_s]
+    return summarise(spec, samples, unmeasured, offered, error_bodies) | {
+        "by_stream": {stream: stats([s for s in window if s.kind.startswith(stream + " ")]) for stream in STREAMS},
+        "calls": dict(Counter(route.stream for route, _ in calls)),
+        "skipped_by_stream": dict(skipped),
+        "unfinished_by_stream": dict(unfinished),
+    }
+
+
 def percentile(sorted_values: list[float], q: float) -> float:
     if not sorted_values:
         return math.nan
@@ -457,7 +642,8 @@ async def run(spec: Spec) -> dict[str, Any]:
     gc.freeze()
     young = asyncio.create_task(keep_collector_young())
     try:
-        result = await (drive_gate(spec) if spec.mode == "gate" else drive(spec))
+        drivers = {"gate": drive_gate, "adapter": drive_adapter}
+        result = await drivers.get(spec.mode, drive)(spec)
     finally:
         young.cancel()
     return result | {"loadgen_gc_max_pause_ms": round(pauses.longest_ms, 1)}
