@@ -63,7 +63,7 @@ email-example: $(STAMP)
 # pipeline tests mostly wait on the broker; with two the cores were busy 70% of the time.
 # Files go out in collection order, the slow ones first (tests/conftest.py), not by their number of tests.
 test: $(STAMP) $(BROWSER_STAMP) lint
-	$(BIN)/pytest -q -n 3 --dist loadfile --no-loadscope-reorder
+	$(BIN)/pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15
 
 # The fault-injection kill test at full strength: 50 kills spread over the four steps of a fold. Then the
 # three-broker cluster with 50 broker SIGKILLs under load, each down 30 s (about 45 minutes; its figures
