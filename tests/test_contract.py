@@ -49,6 +49,7 @@ OPERATIONS = {
     "POST /v1/ingest/{platform}/{token}",
     "GET /v1/calls",
     "GET /v1/calls/{call_id}",
+    "POST /v1/calls/{call_id}/label",
     "GET /v1/numbers",
     "GET /v1/score",
     "GET /v1/reputation/{number}",
@@ -65,6 +66,7 @@ WITH_BODY = {
     "POST /v1/events/{token}",
     "POST /v1/ingest/{platform}",
     "POST /v1/ingest/{platform}/{token}",
+    "POST /v1/calls/{call_id}/label",
 }
 # Enough to reach every documented answer of each operation; `make fuzz` sends 10,000 requests.
 POSITIVE_EXAMPLES = 25
