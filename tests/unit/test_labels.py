@@ -212,3 +212,31 @@ def get(harness: Harness, account: Account, call_id: str) -> dict[str, Any]:
     )
     assert status == 200
     return dict(body)
+
+
+def test_dispositions_a_path_token_posted_weigh_less_network_wide() -> None:
+    harness = Harness()
+    scorer = Account("acct_scorer")
+    tokens = [Account(f"acct_token{i}", credential="ingest") for i in range(2)]
+    for i, account in enumerate(tokens):
+        call(harness, account, f"t{i}", NOW + i * 2 * MIN_MS, disposition="spam")
+        assert get(harness, account, f"t{i}")["label"] == "spam"
+    answer = probe(harness, scorer, "p0", NOW + 10 * MIN_MS)
+    checks = answer["checks"]
+    # Two accounts agree, but only on what their ingest tokens posted: 0.5 of an account each.
+    assert (checks["network_bad_accounts"], checks["network_bad_token_accounts"]) == (2, 2)
+    assert answer["reasons"] == ["attestation_c"]
+    # An owner's label (a key's) on one of them makes that account's agreement whole.
+    label(harness, tokens[0], "t0", "spam", NOW + 11 * MIN_MS)
+    assert probe(harness, scorer, "p1", NOW + 12 * MIN_MS)["checks"]["network_bad_token_accounts"] == 1
+
+
+def test_a_quiet_calls_label_counts_in_its_accounts_own_history_only() -> None:
+    harness, owner, other = Harness(), Account("acct_owner"), Account("acct_other")
+    body = start("q1", NOW - 3 * MIN_MS, quiet=True, attrs={"attestation": "C"})
+    assert harness.post(owner, body, NOW)[0] == 200
+    assert harness.post(owner, end("q1", NOW - 2 * MIN_MS), NOW)[0] == 200
+    label(harness, owner, "q1", "spam", NOW)
+    assert probe(harness, owner, "p0", NOW + MIN_MS)["reasons"] == ["prior_bad", "attestation_c"]
+    assert reputation(harness)["labels"] == {"spam": 0, "good": 0}
+    assert harness.view.caller_for(other.id, CALLER).evidence.labelled_spam == 0
