@@ -29,7 +29,8 @@ PLATFORM = "platform"
 
 # What a call adds to a history row: counts the history already keeps, and its calls labelled spam and good
 # (under `LABEL_COUNTS`, by label).
-COUNTED = ("good", "bad", "above")
+# `above` first: a history folded before it was counted reads it from `bad` as it was.
+COUNTED = ("above", "good", "bad")
 LABELLED = {SPAM: "labelled_spam", GOOD: "labelled_good"}
 LABEL_COUNTS = "labels"
 
