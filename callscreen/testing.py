@@ -32,7 +32,7 @@ from domain.index import AlertEntry, CallEntry
 from domain.rules import Rules
 from domain.store import MemoryStore
 from domain.times import parse_ms
-from domain.validation import InputError, Stamp, TimeBounds, parse_event
+from domain.validation import InputError, Stamp, TimeBounds, parse_event, parse_label
 from infra.kafka import partition_for
 from infra.settings import Settings
 from ingest.log import Fold, LogUnavailable
@@ -78,6 +78,15 @@ class Harness:
         )
         try:
             event = parse_event(body, stamp, TimeBounds.of(self.rules.limits))
+        except InputError as refused:
+            return refused.status, {"error": refused.code, **refused.context}
+        return self.fold(event)
+
+    def label(self, account: Account, call_id: str, body: dict[str, Any], received_at: int) -> tuple[int, Any]:
+        """What the edge answers `POST /v1/calls/<call_id>/label` with `body`."""
+        stamp = Stamp(f"{next(self._ids):032x}", account.id, account.plan, received_at, account.trusted)
+        try:
+            event = parse_label(body, stamp, call_id)
         except InputError as refused:
             return refused.status, {"error": refused.code, **refused.context}
         return self.fold(event)

@@ -17,9 +17,20 @@ import msgspec
 from domain import live
 from domain.alerts import Alert, make_alert, with_prior
 from domain.due import Due
-from domain.events import KEY_CREDENTIAL, AnyEvent, CallEnded, CallStarted, GateForwarded, GatePressed, Tick, Turn
+from domain.events import (
+    KEY_CREDENTIAL,
+    AnyEvent,
+    CallEnded,
+    CallLabel,
+    CallStarted,
+    GateForwarded,
+    GatePressed,
+    Tick,
+    Turn,
+)
 from domain.facts import (
     CallDecided,
+    CallLabelled,
     CallRefused,
     CallSettled,
     Cap,
@@ -33,6 +44,7 @@ from domain.facts import (
 from domain.gate import GATE_ENDED, GATE_FAIL, GATE_PASS, GATE_REJECTED, GATE_TIMEOUT, SOURCE
 from domain.ids import derived_event_id
 from domain.index import CallEntry
+from domain.labels import OWNER, PLATFORM, disposition_taken
 from domain.rules import DAY_MS, MIN_MS, SECOND_MS, Rules, ScoringRules
 from domain.scoring import CallerView, Ending, Signals, prior_of, score_start, settle_spam_score, thresholds
 from domain.times import day_start_ms, format_ms
@@ -104,6 +116,15 @@ class CallState(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag
     # The weakest credential among the events that moved its scores while it was open: `key` unless a path
     # token posted its start or a later event of it (its settled fact then weighs less network-wide).
     credential: str = KEY_CREDENTIAL
+    # The call's standing label (`domain.labels`): `spam` or `good`, when it was given (the labelling
+    # event's time), by whom (`owner` or `platform`), the event that gave it, how many labels the call has
+    # had, and the credential the label came with.
+    label: str | None = None
+    labelled_at: int | None = None
+    label_by: str | None = None
+    label_id: str | None = None
+    label_seq: int = 0
+    label_credential: str = KEY_CREDENTIAL
 
     @property
     def answer(self) -> ScoreResult:
@@ -172,7 +193,10 @@ def decide(state: Stored | None, event: AnyEvent, context: StartContext, rules: 
     if isinstance(event, CallStarted):
         return start(state, event, context, rules)
     if state is None:
-        return Outcome(404, {"error": "unknown_call"})
+        # A label is asked for as a read is: a call this account does not have is not found.
+        return Outcome(404, {"error": "not_found" if isinstance(event, CallLabel) else "unknown_call"})
+    if isinstance(event, CallLabel):
+        return labelled(state, event)
     if isinstance(event, GateForwarded):
         return forwarded(state, event)
     if isinstance(event, CallEnded):
@@ -414,8 +438,10 @@ def end(state: CallState, event: CallEnded, rules: Rules) -> Outcome:
         known = next((r for r in state.end_reports if r.digest == report), None)
         if known is not None:
             # The same report again: a retry changes nothing; this very event folded again after a crash
-            # appends its fact again.
+            # appends its facts again.
             again = cost_raised(state, known, event.received_at) if known.event_id == event.id else []
+            if state.label_id == event.id:
+                again = [*again, label_fact(state)]
             return Outcome(200, {**body, "duplicate": True}, facts=again)
         # Another reporter's end (the platform's after its carrier's, or the carrier's status callback):
         # its cost and attrs merge in; the record stays closed as the first end settled it.
@@ -423,10 +449,13 @@ def end(state: CallState, event: CallEnded, rules: Rules) -> Outcome:
         added = round((merged.cost or 0.0) - (state.cost or 0.0), 6)
         entry = EndReport(event.id, report, added)
         merged = msgspec.structs.replace(merged, end_reports=(*state.end_reports, entry)[-END_REPORTS_KEEP:])
-        return Outcome(
-            200, {**body, "duplicate": True}, state=merged, facts=cost_raised(merged, entry, event.received_at)
-        )
-    call = merge_report(state, event.cost, event.cost_breakdown, event.attrs)
+        facts = cost_raised(merged, entry, event.received_at)
+        relabelled = with_disposition(merged, event)
+        if relabelled is not merged:
+            # The call settled before this report's verdict: the label is a fact of its own.
+            merged, facts = relabelled, [*facts, label_fact(relabelled)]
+        return Outcome(200, {**body, "duplicate": True}, state=merged, facts=facts)
+    call = with_disposition(merge_report(state, event.cost, event.cost_breakdown, event.attrs), event)
     call = close(call, event.id, event.at, event.reason, event.source, rules, event.duration_s)
     call = msgspec.structs.replace(call, end_reports=(EndReport(event.id, report),))
     body = {"call_id": call.call_id, "duration_s": call.duration_s, "spam_score": call.spam_score}
@@ -435,7 +464,7 @@ def end(state: CallState, event: CallEnded, rules: Rules) -> Outcome:
 
 def end_digest(event: CallEnded) -> str:
     """What an end report says, apart from its id and times: a retry of the same body says the same."""
-    said = (
+    said: tuple[Any, ...] = (
         event.call_id,
         event.provider_call_id,
         event.source,
@@ -445,6 +474,9 @@ def end_digest(event: CallEnded) -> str:
         event.attrs,
         event.duration_s,
     )
+    if event.disposition is not None:
+        # Only when given, so an end's digest from before dispositions stays what it was.
+        said = (*said, event.disposition)
     return hashlib.sha256(msgspec.json.encode(said, order="sorted")).hexdigest()[:16]
 
 
@@ -547,6 +579,9 @@ def settled_facts(call: CallState, rules: Rules, received_at: int | None = None)
         reason=call.reason,
         prior=call.answer.prior.last,
         credential=call.credential,
+        label=call.label,
+        label_seq=call.label_seq,
+        label_credential=call.label_credential,
     )
     facts: list[Fact] = [settled]
     if call.live.flags and not call.quiet:
@@ -562,6 +597,57 @@ def settled_facts(call: CallState, rules: Rules, received_at: int | None = None)
             )
         )
     return facts
+
+
+def labelled(state: CallState, event: CallLabel) -> Outcome:
+    """The owner's label: it stands from now on, over the platform's and over the owner's earlier one. The
+    answer is the call record; a label the call already has from its owner changes nothing."""
+    if state.label_id == event.id:
+        # Folded again after a crash: the same answer, and its fact again.
+        return Outcome(200, public_call(state), facts=[label_fact(state)])
+    if state.label == event.label and state.label_by == OWNER:
+        return Outcome(200, public_call(state))
+    call = relabel(state, event.label, OWNER, event)
+    return Outcome(200, public_call(call), state=call, facts=[label_fact(call)])
+
+
+def relabel(call: CallState, label: str, by: str, event: CallLabel | CallEnded) -> CallState:
+    return msgspec.structs.replace(
+        call,
+        label=label,
+        labelled_at=event.at,
+        label_by=by,
+        label_id=event.id,
+        label_seq=call.label_seq + 1,
+        label_credential=event.credential,
+    )
+
+
+def with_disposition(call: CallState, event: CallEnded) -> CallState:
+    """The platform's verdict on an end as the call's label, unless its owner gave one (`domain.labels`)."""
+    if event.disposition is None or not disposition_taken(call.label_by, call.label, event.disposition):
+        return call
+    return relabel(call, event.disposition, PLATFORM, event)
+
+
+def label_fact(call: CallState) -> CallLabelled:
+    """The call's standing label, for its caller's history in the feature view."""
+    assert call.label is not None and call.label_by is not None and call.label_id is not None
+    return CallLabelled(
+        id=call.label_id,
+        account_id=call.account_id,
+        number=call.number,
+        at=call.labelled_at if call.labelled_at is not None else call.started_at,
+        call_id=call.call_id,
+        caller=call.caller,
+        label=call.label,
+        by=call.label_by,
+        seq=call.label_seq,
+        spam_score=call.spam_score if call.state == "ended" else None,
+        quiet=call.quiet,
+        credential=call.credential,
+        label_credential=call.label_credential,
+    )
 
 
 def turn(state: CallState, event: Turn | Tick, rules: Rules) -> Outcome:
@@ -703,6 +789,37 @@ def suspicious_alert(call: CallState, raised_at: int) -> Alert:
 def call_reasons(call: CallState) -> list[str]:
     """The start's reasons, then each live flag as `live_<flag>`."""
     return [*call.answer.reasons, *(f"live_{flag}" for flag in call.live.flags)]
+
+
+def public_call(call: CallState) -> dict[str, Any]:
+    """The call record of docs/api.md with its live picture and its label (schemas/openapi.json)."""
+    picture = call.live
+    return {
+        "call_id": call.call_id,
+        "provider_call_id": call.provider_call_id,
+        "to": call.to,
+        "from": call.from_,
+        "direction": call.direction,
+        "at": format_ms(call.started_at),
+        "ended_at": format_ms(call.ended_at) if call.ended_at is not None else None,
+        "duration_s": call.duration_s,
+        "reason": call.reason,
+        "source": call.source,
+        "cost": call.cost,
+        "cost_breakdown": call.cost_breakdown,
+        "attrs": call.attrs,
+        "score": call.answer.score,
+        "action": call.answer.action,
+        "spam_score": call.spam_score,
+        "reasons": call_reasons(call),
+        "state": call.state,
+        "flags": picture.flags,
+        "user_turns": picture.user_turns,
+        "agent_turns": picture.agent_turns,
+        "interruptions": picture.interruptions,
+        "label": call.label,
+        "labelled_at": format_ms(call.labelled_at) if call.labelled_at is not None else None,
+    }
 
 
 def live_body(call: CallState) -> dict[str, Any]:

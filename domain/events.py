@@ -79,6 +79,15 @@ class CallEnded(Event, frozen=True, kw_only=True, tag="call.ended"):
     # `gate` for the carrier's status callback, whose duration is the carrier's own.
     source: str = "api"
     duration_s: int | None = None
+    # The platform's own verdict, `spam` or `good`: the call's label while its owner has given none
+    # (`domain.labels`).
+    disposition: str | None = None
+
+
+class CallLabel(Event, frozen=True, kw_only=True, tag="call.label"):
+    """The owner's label for a call (`POST /v1/calls/<call_id>/label`, the dashboard): `spam` or `good`."""
+
+    label: str
 
 
 class GatePressed(Event, frozen=True, kw_only=True, tag="gate.pressed"):
@@ -127,7 +136,16 @@ class Tick(Event, frozen=True, kw_only=True, tag="tick", omit_defaults=True):
 
 
 AnyEvent = (
-    CallStarted | CallEnded | TurnStarted | TurnEnded | Interruption | Transcript | Tick | GatePressed | GateForwarded
+    CallStarted
+    | CallEnded
+    | TurnStarted
+    | TurnEnded
+    | Interruption
+    | Transcript
+    | Tick
+    | GatePressed
+    | GateForwarded
+    | CallLabel
 )
 TURN_TYPES = ("turn.started", "turn.ended", "interruption", "transcript")
 

@@ -111,6 +111,29 @@ class CallSettled(Fact, frozen=True, kw_only=True, tag="call.settled"):
     prior: LastCall | None = None
     # The weakest credential among the events that moved the call's scores (`CallState.credential`).
     credential: str = "key"
+    # The call's standing label when it settled (`domain.labels`), its sequence number in the call (0: none
+    # yet) and the credential it came with.
+    label: str | None = None
+    label_seq: int = 0
+    label_credential: str = "key"
+
+
+class CallLabelled(Fact, frozen=True, kw_only=True, tag="call.labelled"):
+    """A call's standing label changed (`domain.labels`): its owner's, or its platform's `disposition` on an
+    end that came after the call had ended. `id` is the event that labelled it; `seq` counts the call's
+    labels, so a refold's copy, or one behind a later label, changes nothing. `spam_score` is the call's
+    settled score (None while it is open) and `credential` the one its settled fact came with: what the call
+    counted for before it was labelled."""
+
+    call_id: str
+    caller: str
+    label: str
+    by: str
+    seq: int
+    spam_score: int | None
+    quiet: bool
+    credential: str = "key"
+    label_credential: str = "key"
 
 
 class CostRaised(Fact, frozen=True, kw_only=True, tag="call.cost_raised"):
@@ -171,6 +194,7 @@ AnyFact = (
     CallDecided
     | CallRefused
     | CallSettled
+    | CallLabelled
     | CostRaised
     | NumberRemoved
     | BlockPlaced

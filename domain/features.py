@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from domain import keys
+from domain import keys, labels
 from domain.calls import CallState, StartContext, Stored
 from domain.detectors import pattern_matches
 from domain.events import KEY_CREDENTIAL, AnyEvent, CallStarted
@@ -22,6 +22,7 @@ from domain.facts import (
     AnyDelivery,
     BlockPlaced,
     CallDecided,
+    CallLabelled,
     CallRefused,
     CallSettled,
     ChannelAttempt,
@@ -36,6 +37,7 @@ from domain.facts import (
     PointsCharged,
     PublicBlock,
 )
+from domain.labels import Mark
 from domain.rules import DAY_MS, HOUR_MS, Rules, ScoringRules
 from domain.scoring import CallerView, History, Last, agreed, prior_bad
 from domain.store import Store
@@ -51,7 +53,10 @@ PATTERNS_KEEP = 64
 # posted too (without it, all of the history is its keys'): what its network agreement counts in full
 # (docs/rules.md, Network evidence). Only what `_agreement` reads and the folds into it write is kept there.
 KEYED = "keyed"
-KEYED_FIELDS = ("calls", "good", "bad", "above", "settled", "start", "first")
+KEYED_FIELDS = ("calls", "good", "bad", "above", "settled", "start", "first", labels.LABEL_COUNTS)
+# A caller's history counts, beside it, the accounts with a call of it labelled spam and good: each account
+# once per caller and label (GET /v1/reputation, `labels`).
+LABELLED_ACCOUNTS = "labelled_accounts"
 # msgspec analyses a generic type on every convert: 2.3 us for an empty list, 1.3 with the alias kept.
 _PATTERNS = list[PatternActive]
 
@@ -89,6 +94,11 @@ class FeatureView:
             return History(), None, 0
         reached = h["accounts"] if "accounts" in h else len(self._listed_accounts(caller))
         return _history(h), h.get("first"), reached
+
+    def label_accounts(self, caller: str) -> dict[str, int]:
+        """How many accounts labelled a call of the caller spam, and how many good: each once."""
+        counted = (self.store.get(K.history(caller)) or {}).get(LABELLED_ACCOUNTS) or {}
+        return {name: int(counted.get(name, 0)) for name in labels.LABELS}
 
     def caller_for(self, account: str, caller: str) -> CallerView:
         """The caller as `account`'s start sees it: every account's history for `prior`, and for the rules
@@ -154,16 +164,34 @@ class FeatureView:
     ) -> None:
         """Apply `change` to the account's own history of the caller (and to its API keys' part of it, when
         `credential` is a key's), and its agreement to the network's."""
+        self._own_parts(account, caller, change, change if credential == KEY_CREDENTIAL else None, h)
+
+    def _own_parts(
+        self,
+        account: str,
+        caller: str,
+        change: Callable[[dict[str, Any]], None],
+        keyed_change: Callable[[dict[str, Any]], None] | None,
+        h: dict[str, Any],
+    ) -> None:
+        """`_own`, with what the API keys' part of the history gets apart: `keyed_change`, None for nothing."""
         key = K.own(account, caller)
         row = self._raw(key)
         before, before_token = self._agreements(row)
-        if credential != KEY_CREDENTIAL and KEYED not in row:
-            # A token's first fact: every one folded into the row so far was an API key's.
+        labelled_before = labels.labelled(row)
+        if keyed_change is not change and KEYED not in row:
+            # A change the keys' part does not share: every fact folded into the row so far was an API key's.
             row[KEYED] = {name: row[name] for name in KEYED_FIELDS if name in row}
         change(row)
-        if credential == KEY_CREDENTIAL and KEYED in row:
-            change(row[KEYED])
+        if keyed_change is not None and KEYED in row:
+            keyed_change(row[KEYED])
         self.store.put(key, row)
+        labelled_after = labels.labelled(row)
+        if labelled_after != labelled_before:
+            counted = dict(h.get(LABELLED_ACCOUNTS) or {})
+            for i, name in enumerate(labels.LABELS):
+                counted[name] = counted.get(name, 0) + int(labelled_after[i]) - int(labelled_before[i])
+            h[LABELLED_ACCOUNTS] = counted
         agree = h.setdefault("agree", {"bad": 0, "good": 0, "above": 0})
         token = h.setdefault("token_agree", {"bad": 0, "good": 0, "above": 0})
         after, after_token = self._agreements(row)
@@ -221,6 +249,8 @@ class FeatureView:
             return self._decided(fact)
         if isinstance(fact, CallSettled):
             return self._settled(fact)
+        if isinstance(fact, CallLabelled):
+            return self._labelled(fact)
         if isinstance(fact, CallRefused):
             return self._once(K.refusal(fact.id), fact)
         if isinstance(fact, BlockPlaced):
@@ -381,6 +411,9 @@ class FeatureView:
         if not self._once(K.settled(fact.account_id, fact.call_id), 1):
             return False
         spam = fact.spam_score
+        if fact.label_seq:
+            self._settled_labelled(fact)
+            return True
         if spam is None:
             return True
         if fact.quiet:
@@ -400,9 +433,85 @@ class FeatureView:
         h["above"] = h.get("above", h["bad"]) + (spam > rules.prior_good_none_above)
         h["good"] += spam < rules.prior_good_below
         h["bad"] += spam >= rules.prior_bad_spam
-        settled = {"score": int(spam), "at": fact.at}
-        if h.get("settled") is None or settled["at"] >= h["settled"]["at"]:
-            h["settled"] = settled
+        _latest_settled(h, {"score": int(spam), "at": fact.at})
+
+    def _settled_labelled(self, fact: CallSettled) -> None:
+        """A labelled call settled: it counts by its label (`domain.labels`), and its score is the latest."""
+        key = K.label(fact.account_id, fact.call_id)
+        stored = self.store.get(key)
+        before = msgspec.convert(stored, Mark) if stored is not None else Mark()
+        spam_key = fact.credential == KEY_CREDENTIAL
+        if before.seq > fact.label_seq:
+            # A later label came first: it stands, with this score under it.
+            after = msgspec.structs.replace(before, spam=fact.spam_score, spam_key=spam_key)
+        else:
+            after = Mark(
+                label=fact.label,
+                label_key=fact.label_credential == KEY_CREDENTIAL,
+                spam=fact.spam_score,
+                spam_key=spam_key,
+                seq=fact.label_seq,
+            )
+        settled = None if fact.spam_score is None else {"score": int(fact.spam_score), "at": fact.at}
+        self._remark(fact.account_id, fact.caller, fact.quiet, before, after, settled)
+        self.store.put(key, after)
+
+    def _labelled(self, fact: CallLabelled) -> bool:
+        """A call's label changed: what it counted for in its caller's history moves (`domain.labels`)."""
+        key = K.label(fact.account_id, fact.call_id)
+        stored = self.store.get(key)
+        if stored is not None and stored.get("seq", 0) >= fact.seq:
+            return False
+        spam_key = fact.credential == KEY_CREDENTIAL
+        # Unmarked, the call counts as it settled (if it did), unlabelled.
+        before = msgspec.convert(stored, Mark) if stored is not None else Mark(spam=fact.spam_score, spam_key=spam_key)
+        after = Mark(
+            label=fact.label,
+            label_key=fact.label_credential == KEY_CREDENTIAL,
+            spam=fact.spam_score,
+            spam_key=spam_key,
+            seq=fact.seq,
+        )
+        self._remark(fact.account_id, fact.caller, fact.quiet, before, after, None)
+        self.store.put(key, after)
+        return True
+
+    def _remark(
+        self, account: str, caller: str, quiet: bool, before: Mark, after: Mark, settled: dict[str, int] | None
+    ) -> None:
+        """A call's mark went from `before` to `after`: its caller's histories change by the difference, and
+        `settled` (the call's settled score) is their latest when it is."""
+        rules = self.rules
+        delta = labels.change(before, after, rules)
+
+        def change(row: dict[str, Any]) -> None:
+            labels.add(row, delta)
+            if settled is not None:
+                _latest_settled(row, settled)
+
+        if quiet:
+            # Imported history is the account's own: it never speaks for the caller network-wide.
+            key = K.imported(account, caller)
+            imported = self._raw(key)
+            change(imported)
+            self.store.put(key, imported)
+            return
+        keyed_delta = labels.change(before, after, rules, keyed=True)
+        keyed_settled = settled if after.spam_key else None
+
+        def keyed_change(row: dict[str, Any]) -> None:
+            labels.add(row, keyed_delta)
+            if keyed_settled is not None:
+                _latest_settled(row, keyed_settled)
+
+        same = keyed_delta == delta and keyed_settled == settled
+        h = self._raw_history(caller)
+        # The network's history counts the calls; the labels it counts are the accounts' (`_own_parts`).
+        labels.add(h, {**delta, "labelled_spam": 0, "labelled_good": 0})
+        if settled is not None:
+            _latest_settled(h, settled)
+        self._own_parts(account, caller, change, change if same else keyed_change, h)
+        self.store.put(K.history(caller), h)
 
     def _active(self, key: str) -> list[PatternActive]:
         """The patterns stored under `key` (most numbers have none: no convert then)."""
@@ -427,6 +536,11 @@ class FeatureView:
         }
 
 
+def _latest_settled(h: dict[str, Any], settled: dict[str, int]) -> None:
+    if h.get("settled") is None or settled["at"] >= h["settled"]["at"]:
+        h["settled"] = settled
+
+
 def _history(h: dict[str, Any]) -> History:
     return History(
         calls=h["calls"],
@@ -437,6 +551,7 @@ def _history(h: dict[str, Any]) -> History:
         points=h.get("points", 0),
         last_settled=Last(**h["settled"]) if h.get("settled") else None,
         last_start=Last(**h["start"]) if h.get("start") else None,
+        labelled_spam=(h.get(labels.LABEL_COUNTS) or {}).get(labels.SPAM, 0),
     )
 
 

@@ -97,6 +97,11 @@ class View:
         return f"hist|{caller}"
 
     @staticmethod
+    def label(account: str, call_id: str) -> str:
+        """What a labelled call counts for in its caller's history (`domain.labels.Mark`)."""
+        return f"lab|{account}|{call_id}"
+
+    @staticmethod
     def own(account: str, caller: str) -> str:
         """A caller's history in one account's live (not `quiet`) calls: its share of the network's."""
         return f"own|{account}|{caller}"

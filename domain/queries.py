@@ -13,7 +13,7 @@ import msgspec
 
 from domain import keys
 from domain.alerts import Alert
-from domain.calls import Alias, CallState, call_reasons, signals
+from domain.calls import Alias, public_call, signals
 from domain.events import CallerInfo, CallStarted, NumberInfo
 from domain.features import FeatureView, context
 from domain.index import AlertEntry, CallEntry, CallFilter, Hours, Position, Scan, decode_cursor, seek, sort_key
@@ -137,35 +137,6 @@ def get_call(question: CallGet, reads: Reads) -> tuple[int, Any]:
         target = reads.view.provider_alias(question.account_id, question.call_id)
         return (200, {"alias_of": target}) if target else (404, {"error": "not_found"})
     return 200, public_call(stored)
-
-
-def public_call(call: CallState) -> dict[str, Any]:
-    """The call record of docs/api.md with its live picture (schemas/openapi.json)."""
-    picture = call.live
-    return {
-        "call_id": call.call_id,
-        "provider_call_id": call.provider_call_id,
-        "to": call.to,
-        "from": call.from_,
-        "direction": call.direction,
-        "at": format_ms(call.started_at),
-        "ended_at": format_ms(call.ended_at) if call.ended_at is not None else None,
-        "duration_s": call.duration_s,
-        "reason": call.reason,
-        "source": call.source,
-        "cost": call.cost,
-        "cost_breakdown": call.cost_breakdown,
-        "attrs": call.attrs,
-        "score": call.answer.score,
-        "action": call.answer.action,
-        "spam_score": call.spam_score,
-        "reasons": call_reasons(call),
-        "state": call.state,
-        "flags": picture.flags,
-        "user_turns": picture.user_turns,
-        "agent_turns": picture.agent_turns,
-        "interruptions": picture.interruptions,
-    }
 
 
 def list_calls(question: CallsList, partition: int, reads: Reads) -> dict[str, Any]:
@@ -292,4 +263,6 @@ def reputation(view: FeatureView, number: str, now: int) -> dict[str, Any]:
         "accounts": reached,
         "last": None if last is None else {"score": last.score, "days": max(0, (now - last.at) // DAY_MS)},
         "flags": ["prior_bad"] if history.bad else [],
+        # Accounts that labelled a call of the number spam, and good: each at most once per label.
+        "labels": view.label_accounts(number),
     }

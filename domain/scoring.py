@@ -24,6 +24,8 @@ class History(msgspec.Struct, frozen=True, gc=False):
     points: int = 0
     last_settled: Last | None = None
     last_start: Last | None = None
+    # Calls its owner (or its platform) labelled spam (`domain.labels`): each trips `prior_bad`.
+    labelled_spam: int = 0
 
     def plus(self, other: History) -> History:
         """Both histories as one: counts added, the latest of each kind of score kept."""
@@ -35,6 +37,7 @@ class History(msgspec.Struct, frozen=True, gc=False):
             points=self.points + other.points,
             last_settled=_latest(self.last_settled, other.last_settled),
             last_start=_latest(self.last_start, other.last_start),
+            labelled_spam=self.labelled_spam + other.labelled_spam,
         )
 
     @property
@@ -144,7 +147,7 @@ def risk_signals(s: Signals, rules: ScoringRules) -> list[str]:
 def prior_bad(history: History, rules: ScoringRules) -> bool:
     settled = history.last_settled is not None and history.last_settled.score >= rules.prior_bad_spam
     started = history.last_start is not None and history.last_start.score >= round(rules.reject * 100)
-    return settled or started
+    return settled or started or history.labelled_spam > 0
 
 
 def prior_good(history: History, rules: ScoringRules) -> bool:

@@ -20,6 +20,7 @@ from domain.events import (
     AnyEvent,
     CallEnded,
     CallerInfo,
+    CallLabel,
     CallStarted,
     Interruption,
     NumberInfo,
@@ -27,6 +28,7 @@ from domain.events import (
     TurnEnded,
     TurnStarted,
 )
+from domain.labels import LABELS
 from domain.phone import Number, parse_number
 from domain.rules import DAY_MS, LimitRules
 from domain.times import parse_ms
@@ -137,8 +139,38 @@ def parse_event(body: dict[str, Any], stamp: Stamp, bounds: TimeBounds) -> AnyEv
             cost_breakdown=_breakdown(body),
             attrs=_attrs(body),
             provider_call_id=_optional_id(body, "provider_call_id"),
+            disposition=_label(body, "disposition", required=False),
         )
     return _turn(kind, body, common)
+
+
+def _label(body: dict[str, Any], name: str, required: bool = True) -> str | None:
+    """A label (`domain.labels`): `spam` or `good`; absent or null only where not `required`."""
+    value = body.get(name)
+    if value is None and not required:
+        return None
+    if value not in LABELS:
+        raise invalid_field(name)
+    return str(value)
+
+
+def parse_label(body: dict[str, Any], stamp: Stamp, call_id: str) -> CallLabel:
+    """The owner's label for `call_id` from the body of `POST /v1/calls/<call_id>/label`."""
+    for name in body:
+        if name != "label":
+            raise invalid_field(name)
+    if not call_id or len(call_id) > MAX_ID:
+        raise invalid_field("call_id")
+    return CallLabel(
+        id=stamp.id,
+        account_id=stamp.account_id,
+        call_id=call_id,
+        at=stamp.received_at,
+        received_at=stamp.received_at,
+        plan=stamp.plan,
+        credential=stamp.credential,
+        label=str(_label(body, "label")),
+    )
 
 
 def _call_id(body: dict[str, Any]) -> str:

@@ -106,6 +106,26 @@ def network_section(rules: Rules) -> list[str]:
     ]
 
 
+def labels_section(rules: Rules) -> list[str]:
+    scoring = rules.scoring
+    return [
+        "## Labels",
+        "",
+        "A call's label is its owner's latest (`POST /v1/calls/<call_id>/label`, the dashboard's call page), else",
+        "its platform's `disposition` on `call.ended`; the owner's wins whenever it comes. In the caller's history a",
+        f"labelled call counts by its label instead of its settled score: `good` as a call that settled below"
+        f" {scoring.prior_good_below}",
+        "(in `prior.good`, toward `prior_good`), `spam` as a bad one (above"
+        f" {scoring.prior_good_none_above}: no `prior_good`), which also trips `prior_bad`",
+        "for the caller on the labelling account at once and, under Network evidence, on others once at least"
+        f" {scoring.network_agree_accounts}",
+        "other accounts labelled it spam (or otherwise agree its last call was bad). A later label moves the",
+        "counts again. `GET /v1/reputation` `labels` counts the accounts that labelled a call of the number spam,",
+        "and good, each at most once. A `quiet` call's label counts in its account's own history only.",
+        "",
+    ]
+
+
 def flags_section() -> list[str]:
     lines = ["## Live flags", "", "| flag | raises `call.suspicious` |", "|---|---|"]
     lines += [f"| `{flag}` | {'yes' if flag in ALERT_LEVEL else 'no'} |" for flag in FLAGS]
@@ -129,7 +149,8 @@ def rules_page(rules: Rules | None = None) -> str:
     lines = [INTRO]
     for name in CONCERNS:
         lines += concern_section(name, getattr(rules, name))
-    lines += reasons_section(rules) + network_section(rules) + flags_section() + alerts_section()
+    lines += reasons_section(rules) + network_section(rules) + labels_section(rules)
+    lines += flags_section() + alerts_section()
     return "\n".join(lines).rstrip() + "\n"
 
 

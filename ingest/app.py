@@ -20,6 +20,7 @@ from ingest import (
     routes_account,
     routes_events,
     routes_gate,
+    routes_labels,
     routes_ops,
     routes_platforms,
     routes_reads,
@@ -137,6 +138,7 @@ def init_app(settings: Settings, connection: Log | None = None) -> web.Applicati
     routes_gate.add_routes(app)
     routes_platforms.add_routes(app)
     routes_reads.add_routes(app)
+    routes_labels.add_routes(app)
     dashboard.setup(app, settings)
     dashboard_auth.add_routes(app)
     dashboard_pages.add_routes(app)

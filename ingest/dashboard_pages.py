@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from aiohttp import web
 
@@ -18,11 +19,13 @@ from domain.phone import parse_number
 from domain.queries import AlertGet, AlertsList, CallGet, CallsList, NumbersList
 from domain.rules import HOUR_MS
 from domain.times import format_ms
+from domain.validation import InputError
 from infra import webhook_url
 from infra.clock import now_ms
 from ingest.chart import hourly_chart
 from ingest.dashboard import DASHBOARD, PREFIX, PageError, account_of, append_change, form_of, page, signed_in
 from ingest.routes_account import account_body
+from ingest.routes_labels import label_call
 from ingest.routes_platforms import DELIVERIES, LastDelivery
 from ingest.routes_reads import merge_pages
 from ingest.service import Edge, edge_of
@@ -126,6 +129,20 @@ async def call(request: web.Request) -> web.Response:
     return page(request, "call.html", me, call=record, timeline=timeline(record))
 
 
+async def call_label(request: web.Request) -> web.Response:
+    """The call page's Spam and Good buttons: the same label `POST /v1/calls/<call_id>/label` appends."""
+    me = signed_in(request)
+    form = await form_of(request, me)
+    call_id = request.match_info["call_id"]
+    try:
+        reply = await label_call(edge_of(request), account_of(me, request), call_id, {"label": form.get("label")})
+    except InputError as refused:
+        raise PageError(400, "Pick spam or good.") from refused
+    if reply["status"] != 200:
+        raise PageError(404, "There is no such call in this account.")
+    raise web.HTTPSeeOther(f"{PREFIX}/calls/{quote(reply['body']['call_id'], safe='')}")
+
+
 def timeline(record: dict[str, Any]) -> list[tuple[str, str]]:
     """A call's life in order: answered, what it did live, settled."""
     steps = [(record["at"], f"Started: {record['action']} at score {record['score']}")]
@@ -137,6 +154,8 @@ def timeline(record: dict[str, Any]) -> list[tuple[str, str]]:
     if record["ended_at"]:
         settled = f", spam score {record['spam_score']}" if record["spam_score"] is not None else ""
         steps.append((record["ended_at"], f"Ended: {record['reason'] or 'completed'}{settled}"))
+    if record.get("label"):
+        steps.append((record["labelled_at"], f"Labelled {record['label']}"))
     return steps
 
 
@@ -460,6 +479,7 @@ def add_routes(app: web.Application) -> None:
     get(f"{PREFIX}/calls", calls)
     get(f"{PREFIX}/calls/live", live_calls)
     get(f"{PREFIX}/calls/{{call_id}}", call)
+    post(f"{PREFIX}/calls/{{call_id}}/label", call_label)
     get(f"{PREFIX}/alerts", alerts)
     get(f"{PREFIX}/alerts/{{alert_id}}", alert)
     get(f"{PREFIX}/keys", api_keys)

@@ -49,6 +49,7 @@ OPERATIONS = {
     "POST /v1/ingest/{platform}/{token}",
     "GET /v1/calls",
     "GET /v1/calls/{call_id}",
+    "POST /v1/calls/{call_id}/label",
     "GET /v1/numbers",
     "GET /v1/score",
     "GET /v1/reputation/{number}",
@@ -65,6 +66,7 @@ WITH_BODY = {
     "POST /v1/events/{token}",
     "POST /v1/ingest/{platform}",
     "POST /v1/ingest/{platform}/{token}",
+    "POST /v1/calls/{call_id}/label",
 }
 # Enough to reach every documented answer of each operation; `make fuzz` sends 10,000 requests.
 POSITIVE_EXAMPLES = 25
@@ -178,6 +180,10 @@ def exercise(
             case.path_parameters = {k: known.get(k, v) for k, v in params.items()}
             if operation.path == "/v1/score" and isinstance(case.query, dict):
                 case.query = {**case.query, "to": NUMBERS[pick], "from": NUMBERS[-1 - pick]}
+        if operation.path == "/v1/calls/{call_id}/label" and steer == 2:
+            # A label answers 200 only for a call that exists: two cases in three label one, not one in three,
+            # so that a draw short of steer 1 still reaches the 200.
+            case.path_parameters = {**(case.path_parameters or {}), "call_id": target.call_id}
         if is_event and isinstance(case.body, dict):
             if steer != 0:
                 # A generated `at` is almost never within the day a live event may be old: take the receipt time.

@@ -40,7 +40,16 @@ SCHEMAS = {
 KIND_FIELD = {"events": "type", "alerts": "type"}
 # What this test drives, per topic: each must be on the topic for its account.
 DRIVEN = {
-    "events": {"call.started", "call.ended", "turn.started", "turn.ended", "interruption", "transcript", "tick"},
+    "events": {
+        "call.started",
+        "call.ended",
+        "turn.started",
+        "turn.ended",
+        "interruption",
+        "transcript",
+        "tick",
+        "call.label",
+    },
     "accounts": {
         "account.created",
         "key.created",
@@ -52,7 +61,7 @@ DRIVEN = {
         "secret.rotated",
         "webhook.set",
     },
-    "decisions": {"call.decided", "call.refused", "call.settled", "block.placed", "pattern.active"},
+    "decisions": {"call.decided", "call.refused", "call.settled", "call.labelled", "block.placed", "pattern.active"},
     "deliveries": {"delivery.skipped"},
     "billing": {"payment.failed"},
     "alerts": {"caller.rate_exceeded", "caller.rotating_numbers", "call.long_running", "billing.payment_failed"},
@@ -159,8 +168,12 @@ async def drive(d: Driver) -> None:
     for turn in turns:
         await d.post({"call_id": "s1", **turn})
     # Named by its provider id: forwarded to s1 under s1's key.
-    ended = await d.post({"type": "call.ended", "call_id": "pc-s1", "reason": "completed", "at": d.at(60)})
+    end = {"type": "call.ended", "call_id": "pc-s1", "reason": "completed", "at": d.at(60), "disposition": "good"}
+    ended = await d.post(end)
     assert ended["call_id"] == "s1" and "duplicate" not in ended
+    # The owner's label over the platform's disposition: a `call.label` event and a `call.labelled` fact.
+    async with d.http.post(f"{d.base_url}/v1/calls/s1/label", json={"label": "spam"}, headers=d.account.headers) as r:
+        assert r.status == 200 and (await r.json())["label"] == "spam"
     again = await d.post({"type": "call.ended", "call_id": "s1", "reason": "completed", "at": d.at(60)})
     assert again["duplicate"] is True
     refused = {"type": "call.started", "call_id": "r1", "to": UNREGISTERED, "from": CALLER, "register": False}

@@ -62,6 +62,7 @@ SHARES = {
     "PATCH /v1/account": 8,
     "GET /v1/calls": 8,
     "GET /v1/calls/{call_id}": 5,
+    "POST /v1/calls/{call_id}/label": 4,
     "GET /v1/score": 8,
     "GET /v1/reputation/{number}": 7,
     "GET /v1/alerts": 7,
@@ -85,6 +86,7 @@ WITH_BODY = {
     "PATCH /v1/account",
     "POST /v1/ingest/{platform}",
     "POST /v1/ingest/{platform}/{token}",
+    "POST /v1/calls/{call_id}/label",
 }
 REQUEST_TIMEOUT_S = 10.0
 # Readable numbers for some starts and reads; the first two are the seeded call's.
