@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 
 from aiohttp import web
 
-from domain import keys
-from domain.events import event_type
 from domain.validation import Stamp, TimeBounds, parse_event
 from infra.clock import now_ms
 from ingest import guards
@@ -24,12 +21,7 @@ async def post_event(request: web.Request) -> web.Response:
     stamp = Stamp(uuid.uuid4().hex, account.id, account.plan, now_ms(), account.trusted, principal.credential)
     event = parse_event(body, stamp, TimeBounds.of(edge.settings.rules.limits))
     edge.charge_bytes(account.id, len(await request.read()))
-    kind = event_type(event)
-    started = time.perf_counter()
-    pending = await edge.send_request(edge.settings.topic("events"), keys.call(account.id, event.call_id), event)
-    edge.metrics.child(edge.metrics.events, kind).inc()
-    reply = await edge.answer(pending)
-    edge.metrics.child(edge.metrics.answers, kind).observe(time.perf_counter() - started)
+    reply = await edge.ask_event(account.id, event)
     return json_response(reply["body"], status=reply["status"])
 
 

@@ -12,7 +12,6 @@ import contextlib
 import logging
 import re
 import secrets
-import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,7 +31,6 @@ from domain.events import (
     CallStarted,
     GateForwarded,
     GatePressed,
-    event_type,
 )
 from domain.validation import Stamp, TimeBounds, parse_event
 from infra.clock import now_ms
@@ -118,17 +116,6 @@ def bounds(edge: Edge) -> TimeBounds:
     return TimeBounds.of(edge.settings.rules.limits)
 
 
-async def ask(edge: Edge, account_id: str, event: AnyEvent) -> dict[str, Any]:
-    """Append the event under its call's key and wait for the worker's answer, as POST /v1/events does."""
-    kind = event_type(event)
-    started = time.perf_counter()
-    pending = await edge.send_request(edge.settings.topic("events"), keys.call(account_id, event.call_id), event)
-    edge.metrics.child(edge.metrics.events, kind).inc()
-    reply = await edge.answer(pending)
-    edge.metrics.child(edge.metrics.answers, kind).observe(time.perf_counter() - started)
-    return reply
-
-
 async def forward(request: web.Request, call: GateRequest, score: str, action: str) -> web.Response:
     """The platform's TwiML, relayed byte for byte; a short apology and a hang-up when it failed. Either
     way the outcome goes to the log for the number's `platform.degraded` detector."""
@@ -179,7 +166,7 @@ async def unavailable(request: web.Request, call: GateRequest) -> web.Response:
 async def asked(request: web.Request, call: GateRequest, event: AnyEvent) -> dict[str, Any] | None:
     """The worker's reply, or None when no answer came in time (or the log refused the event)."""
     try:
-        return await ask(edge_of(request), call.account.id, event)
+        return await edge_of(request).ask_event(call.account.id, event)
     except ApiError as exc:
         if exc.status != 503:
             raise

@@ -22,7 +22,7 @@ import orjson
 from aiohttp import web
 from multidict import MultiDict
 
-from domain import gate, keys
+from domain import gate
 from domain.adapters import PARSERS, Ignored
 from domain.events import AnyEvent, CallEnded, event_type
 from domain.ids import derived_event_id
@@ -134,7 +134,7 @@ async def _ingest(
     started = time.perf_counter()
     # Appended one after another under one key, so the worker folds them in this order; the answers are
     # awaited after the last append, not one round trip each.
-    pending = [await _send(edge, account.id, event) for event in events]
+    pending = [await edge.send_event(account.id, event) for event in events]
     answers = []
     for event, waiting in zip(events, pending, strict=True):
         reply = await edge.answer(waiting)
@@ -161,12 +161,6 @@ def _event(
         duration = gate.duration_of(form) if form is not None else None
         event = msgspec.structs.replace(event, source=platform, duration_s=duration)
     return event
-
-
-async def _send(edge: Edge, account_id: str, event: AnyEvent) -> Any:
-    pending = await edge.send_request(edge.settings.topic("events"), keys.call(account_id, event.call_id), event)
-    edge.metrics.child(edge.metrics.events, event_type(event)).inc()
-    return pending
 
 
 def _json(raw: bytes) -> Any:

@@ -11,8 +11,10 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from domain import keys
 from domain.accounts import AccountsView, apply, stamp
 from domain.alerts import SCREENING_LOST
+from domain.events import AnyEvent, event_type
 from domain.queries import Question
 from domain.times import format_ms
 from infra.clock import now_ms
@@ -288,6 +290,19 @@ class Edge:
 
     async def ask(self, topic: str, key: str, record: Any, partition: int | None = None) -> dict[str, Any]:
         return await self.answer(await self.send_request(topic, key, record, partition))
+
+    async def send_event(self, account_id: str, event: AnyEvent) -> asyncio.Future[dict[str, Any]]:
+        """Append an event under its call's key, counted by type; returns once the broker acknowledged it."""
+        pending = await self.send_request(self.settings.topic("events"), keys.call(account_id, event.call_id), event)
+        self.metrics.child(self.metrics.events, event_type(event)).inc()
+        return pending
+
+    async def ask_event(self, account_id: str, event: AnyEvent) -> dict[str, Any]:
+        """Append an event and wait for the worker's answer, its latency observed by type."""
+        started = time.perf_counter()
+        reply = await self.answer(await self.send_event(account_id, event))
+        self.metrics.child(self.metrics.answers, event_type(event)).observe(time.perf_counter() - started)
+        return reply
 
     async def query(self, record: Question, key: str) -> dict[str, Any]:
         """Ask the worker that owns `key`'s partition a read-only question, within the account's budget."""
