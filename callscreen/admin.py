@@ -18,6 +18,7 @@ import orjson
 from domain import commands
 from domain.accounts import Account, AccountsView, apply, stamp
 from domain.people import normal_email
+from domain.policy import policy_body
 from infra.clock import now_ms
 from infra.follow import TopicFollower
 from infra.kafka import make_producer
@@ -107,6 +108,13 @@ class Admin:
 
     async def number_remove(self, account_id: str, number: str) -> dict[str, Any]:
         return await self.change(commands.remove_number(self.account(account_id), number))
+
+    async def policy_set(self, account_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.change(commands.set_policy(self.account(account_id), body, self.settings.rules.scoring))
+
+    async def policy_show(self, account_id: str) -> dict[str, Any]:
+        found = commands.existing(self.account(account_id))
+        return {"account_id": found.id, "policy": policy_body(found.policy, self.settings.rules.scoring)}
 
     async def trusted(self, action: str, account_id: str, number: str) -> dict[str, Any]:
         return await self.change(commands.trust(self.account(account_id), action == "add", number))

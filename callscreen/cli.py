@@ -130,6 +130,17 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--number", required=True)
         _common(p)
 
+    policy = command("policy", "the account's scoring policy").add_subparsers(dest="action", required=True)
+    policy_set = policy.add_parser("set", help="replace the policy; with no option, restore the defaults")
+    policy_set.add_argument("--account", required=True)
+    policy_set.add_argument("--review", type=float, help="the review threshold, 0 to 1")
+    policy_set.add_argument("--reject", type=float, help="the reject threshold, 0 to 1")
+    policy_set.add_argument("--weight", action="append", default=[], help="REASON=W, one per --weight")
+    policy_set.add_argument("--off", action="append", default=[], help="a reason switched off, one per --off")
+    policy_show = policy.add_parser("show", help="every threshold and weight in effect")
+    policy_show.add_argument("--account", required=True)
+    _common(policy_set, policy_show)
+
     billing = command("billing", "billing events").add_subparsers(dest="action", required=True)
     failed = billing.add_parser("fail", help="record a failed Guard-plan payment")
     failed.add_argument("--account", required=True)
@@ -215,6 +226,11 @@ def admin_call(args: argparse.Namespace) -> Callable[[Admin], Awaitable[dict[str
         return lambda a: a.channel_set(args.account, args.channel, [] if args.off else args.to, args.floor)
     if command == "trusted":
         return lambda a: a.trusted(action, args.account, args.number)
+    if command == "policy" and action == "show":
+        return lambda a: a.policy_show(args.account)
+    if command == "policy":
+        body = policy_args(args)
+        return lambda a: a.policy_set(args.account, body)
     if command == "number":
         return lambda a: a.number_remove(args.account, args.number)
     if command == "billing":
@@ -222,6 +238,20 @@ def admin_call(args: argparse.Namespace) -> Callable[[Admin], Awaitable[dict[str
     if action == "show":
         return lambda a: a.secret_show(args.account)
     return lambda a: a.secret_rotate(args.account)
+
+
+def policy_args(args: argparse.Namespace) -> dict[str, Any]:
+    """`policy set`'s options as the body `domain.policy.parse_policy` reads; a weight it cannot read
+    is given as a string, for the parser to name."""
+    thresholds = {name: value for name in ("review", "reject") if (value := getattr(args, name)) is not None}
+    weights: dict[str, Any] = {}
+    for given in args.weight:
+        reason, _, raw = given.partition("=")
+        try:
+            weights[reason] = float(raw)
+        except ValueError:
+            weights[reason] = raw
+    return {"thresholds": thresholds, "weights": weights, "off": list(args.off)}
 
 
 async def run_admin(settings: Settings, call: Callable[[Admin], Awaitable[dict[str, Any]]]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from domain.facts import Fact, NumberTick
 from domain.features import FeatureView
 from domain.ids import derived_event_id
 from domain.index import AlertEntry, CallEntry
+from domain.policy import Policy
 from domain.rules import Rules
 from domain.store import MemoryStore
 from domain.times import parse_ms
@@ -45,6 +46,7 @@ class Account:
     trusted: frozenset[str] = frozenset()
     # What its posts come with: an API key (`key`), or a path token (`ingest`, `gate`).
     credential: str = "key"
+    policy: Policy | None = None
 
 
 def as_sent(value: Any) -> Any:
@@ -74,7 +76,13 @@ class Harness:
     def post(self, account: Account, body: dict[str, Any], received_at: int) -> tuple[int, Any]:
         """What the edge answers a POST of `body` (as the worker's fold would answer it)."""
         stamp = Stamp(
-            f"{next(self._ids):032x}", account.id, account.plan, received_at, account.trusted, account.credential
+            f"{next(self._ids):032x}",
+            account.id,
+            account.plan,
+            received_at,
+            account.trusted,
+            account.credential,
+            account.policy,
         )
         try:
             event = parse_event(body, stamp, TimeBounds.of(self.rules.limits))

@@ -15,6 +15,7 @@ from domain.channels import Channel, allowed, on_plan
 from domain.ids import same_digest
 from domain.people import PeopleView
 from domain.people import fold as fold_people
+from domain.policy import POLICY_SET, Policy, record_policy
 from domain.times import format_ms
 
 PLANS = ("watch", "guard")
@@ -79,6 +80,8 @@ class Account:
     # Email, text and voice destinations with their floors (domain.channels); a channel turned off is absent.
     channels: dict[str, Channel] = field(default_factory=dict)
     integrations: dict[str, Integration] = field(default_factory=dict)
+    # The account's scoring policy (`domain.policy`), None while it keeps the deployment's.
+    policy: Policy | None = None
 
 
 @dataclass
@@ -198,6 +201,9 @@ def evolve(account: Account | None, record: dict[str, Any]) -> Account | None:
     if kind == "integration.removed":
         remaining = {name: i for name, i in account.integrations.items() if name != record["platform"]}
         return dataclasses.replace(account, integrations=remaining)
+    if kind == POLICY_SET:
+        policy = record_policy(record["policy"])
+        return dataclasses.replace(account, policy=None if policy.empty else policy)
     if kind == "webhook.set":
         return dataclasses.replace(account, alert_webhook_url=record["alert_webhook_url"])
     return account

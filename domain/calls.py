@@ -45,6 +45,7 @@ from domain.gate import GATE_ENDED, GATE_FAIL, GATE_PASS, GATE_REJECTED, GATE_TI
 from domain.ids import derived_event_id
 from domain.index import CallEntry
 from domain.labels import OWNER, PLATFORM, disposition_taken
+from domain.policy import scoring_for
 from domain.rules import DAY_MS, MIN_MS, SECOND_MS, Rules, ScoringRules
 from domain.scoring import CallerView, Ending, Signals, prior_of, score_start, settle_spam_score, thresholds
 from domain.times import day_start_ms, format_ms
@@ -239,6 +240,7 @@ def start(state: CallState | None, event: CallStarted, context: StartContext, ru
         # Refused before: the same answer and, again, its fact.
         return Outcome(context.refused.status, context.refused.body, facts=[context.refused])
     plan = rules.plans.plan(event.plan)
+    scoring = scoring_for(rules.scoring, event.policy)
     if not context.number_known and not event.register:
         return refuse(event, 409, {"error": "not_protected"})
     if not context.number_known and context.numbers >= plan.numbers:
@@ -250,7 +252,7 @@ def start(state: CallState | None, event: CallStarted, context: StartContext, ru
             call_id=event.call_id,
             score=0.0,
             action="allow",
-            thresholds=thresholds(rules.scoring),
+            thresholds=thresholds(scoring),
             reasons=("capped",),
             block=None,
             checks={},
@@ -259,7 +261,7 @@ def start(state: CallState | None, event: CallStarted, context: StartContext, ru
             cap=Cap(allowance=plan.daily_starts, used=context.scored_today, resets_at=format_ms(day + DAY_MS)),
         )
     else:
-        answer = score_start(event.call_id, signals(event, context, rules.scoring), rules.scoring)
+        answer = score_start(event.call_id, signals(event, context, scoring), scoring)
     geo = event.attrs.get("geo")
     decided = CallDecided(
         id=event.id,

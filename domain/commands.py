@@ -20,7 +20,8 @@ from domain.alerts import SEVERITY_RANK, TEST_REQUESTED
 from domain.channels import CHANNELS, DEFAULT_FLOOR, MAX_DESTINATIONS, allowed
 from domain.people import ROLES, PeopleView, invited, new_setup_token, normal_email
 from domain.phone import normalise
-from domain.rules import DAY_MS
+from domain.policy import POLICY_SET, PolicyError, parse_policy, policy_body, policy_record
+from domain.rules import DAY_MS, ScoringRules
 from domain.times import format_ms
 
 # For a day after a rotation, deliveries carry a signature with the old secret too.
@@ -134,6 +135,18 @@ def trust(account: Account | None, add: bool, number: str) -> Change:
         raise Refused("invalid_number")
     record = {"kind": "trusted.added" if add else "trusted.removed", "account_id": found.id, "number": e164}
     return Change(record, {"account_id": found.id, "number": e164, "trusted": add})
+
+
+def set_policy(account: Account | None, body: dict[str, Any], defaults: ScoringRules) -> Change:
+    """The account's scoring policy from a `parse_policy` body, replacing the one before; an empty body
+    restores the defaults. Shown: every threshold and weight now in effect."""
+    found = existing(account)
+    try:
+        policy = parse_policy(body, defaults)
+    except PolicyError as refused:
+        raise Refused("invalid_field", field=refused.field) from refused
+    record = {"kind": POLICY_SET, "account_id": found.id, "policy": policy_record(policy)}
+    return Change(record, {"account_id": found.id, "policy": policy_body(policy, defaults)})
 
 
 def remove_number(account: Account | None, number: str) -> Change:

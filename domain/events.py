@@ -10,6 +10,8 @@ from typing import Any
 
 import msgspec
 
+from domain.policy import Policy
+
 
 class NumberInfo(msgspec.Struct, frozen=True, gc=False):
     country: str
@@ -68,6 +70,9 @@ class CallStarted(Event, frozen=True, kw_only=True, tag="call.started"):
     hang_up: bool = False
     # The signed form's `AccountSid` on such a call: the carrier account the hang-up is asked of.
     carrier_account_sid: str | None = None
+    # The account's scoring policy as of receipt (`domain.policy`), absent while it has none: a refold
+    # scores the start with the policy it was answered with, and a shadow run swaps in its candidate.
+    policy: Policy | None = None
 
 
 class CallEnded(Event, frozen=True, kw_only=True, tag="call.ended"):

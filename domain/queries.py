@@ -17,6 +17,7 @@ from domain.calls import Alias, public_call, signals
 from domain.events import CallerInfo, CallStarted, NumberInfo
 from domain.features import FeatureView, context
 from domain.index import AlertEntry, CallEntry, CallFilter, Hours, Position, Scan, decode_cursor, seek, sort_key
+from domain.policy import Policy, scoring_for
 from domain.rules import DAY_MS, HOUR_MS, Rules
 from domain.scoring import score_start
 from domain.times import format_ms
@@ -58,6 +59,7 @@ class ScoreQuestion(Question, frozen=True, kw_only=True, tag="score"):
     trusted: bool
     number_info: NumberInfo
     caller_info: CallerInfo
+    policy: Policy | None = None
 
 
 class ReputationQuestion(Question, frozen=True, kw_only=True, tag="reputation"):
@@ -245,7 +247,8 @@ def score_only(question: ScoreQuestion, view: FeatureView, rules: Rules) -> dict
         trusted=question.trusted,
     )
     found = context(view, None, probe, rules)
-    result = score_start("", signals(probe, found, rules.scoring), rules.scoring)
+    scoring = scoring_for(rules.scoring, question.policy)
+    result = score_start("", signals(probe, found, scoring), scoring)
     body: dict[str, Any] = msgspec.to_builtins(result)
     del body["call_id"]
     return body

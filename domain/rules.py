@@ -48,6 +48,8 @@ class ScoringRules:
             "forwarded": 0.05,
         }
     )
+    # Reasons an account's policy switched off (`domain.policy`): they neither move the score nor show.
+    off: frozenset[str] = frozenset()
     prior_good_relief: float = 0.5
     rate_window_min: int = 10
     rate_max_calls: int = 5

@@ -183,14 +183,14 @@ def score_start(call_id: str, s: Signals, rules: ScoringRules) -> ScoreResult:
         return result(0.0, ["trusted"])
     if s.block is not None:
         return result(1.0, ["blocked"])
-    present = risk_signals(s, rules)
+    present = [r for r in risk_signals(s, rules) if r not in rules.off and rules.weights[r] > 0]
     weighted = sorted(((rules.weights[r], r) for r in present), key=lambda wr: (-wr[0], wr[1]))
     keep = 1.0
     for weight, _ in weighted:
         keep *= 1.0 - weight
     score = 1.0 - keep
     reasons = [r for _, r in weighted]
-    if score > 0 and prior_good(s.caller.evidence, rules):
+    if score > 0 and "prior_good" not in rules.off and prior_good(s.caller.evidence, rules):
         score *= rules.prior_good_relief
         reasons.append("prior_good")
     return result(round(score, 4), reasons)

@@ -30,6 +30,7 @@ from domain.events import (
 )
 from domain.labels import LABELS
 from domain.phone import Number, parse_number
+from domain.policy import Policy
 from domain.rules import DAY_MS, LimitRules
 from domain.times import parse_ms
 
@@ -76,6 +77,7 @@ class Stamp:
     received_at: int
     trusted: frozenset[str] = frozenset()
     credential: str = KEY_CREDENTIAL
+    policy: Policy | None = None
 
 
 def text_hash(text: str) -> str:
@@ -126,7 +128,7 @@ def parse_event(body: dict[str, Any], stamp: Stamp, bounds: TimeBounds) -> AnyEv
         "at": _at(body, stamp.received_at, bounds),
     }
     if kind == "call.started":
-        started = _started(body, common, stamp.trusted)
+        started = _started(body, common, stamp.trusted, stamp.policy)
         refusal = None if started.quiet else bounds.start_too_old(started.at, stamp.received_at)
         if refusal is not None:
             raise refusal
@@ -201,7 +203,9 @@ def _number(body: dict[str, Any], name: str) -> Number:
     return number
 
 
-def _started(body: dict[str, Any], common: dict[str, Any], trusted: frozenset[str]) -> CallStarted:
+def _started(
+    body: dict[str, Any], common: dict[str, Any], trusted: frozenset[str], policy: Policy | None
+) -> CallStarted:
     to = _number(body, "to")
     frm = _number(body, "from")
     direction = body.get("direction", "inbound")
@@ -229,6 +233,7 @@ def _started(body: dict[str, Any], common: dict[str, Any], trusted: frozenset[st
         attrs=_attrs(body),
         provider_call_id=_optional_id(body, "provider_call_id"),
         trusted=other.e164 in trusted,
+        policy=policy,
     )
 
 

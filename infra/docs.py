@@ -45,6 +45,8 @@ HEADINGS = {
 
 
 def _value(value: Any) -> str:
+    if isinstance(value, frozenset):
+        return f"`{','.join(sorted(value))}`" if value else "none"
     return f"`{value}`"
 
 
@@ -126,6 +128,23 @@ def labels_section(rules: Rules) -> list[str]:
     ]
 
 
+def policy_section() -> list[str]:
+    return [
+        "## Policy",
+        "",
+        "An account may change the scoring rules for itself: its thresholds, any weight above, and reasons",
+        "switched off (`scoring_off` for the whole deployment; any weighted reason, or `prior_good`). It is set",
+        "with `callscreen policy set --account A [--review R] [--reject R] [--weight REASON=W ...] [--off REASON",
+        "...]` or the dashboard's Policy page; each set replaces the account's policy whole, and a set with no",
+        "option restores the deployment's rules. `callscreen policy show` prints every threshold and weight in",
+        "effect. A reason switched off, or weighted 0, neither moves a score nor appears in `reasons`; `trusted`",
+        "and `blocked` are the owner's own decisions and stay. The policy is a record on the accounts topic,",
+        "and the edge stamps it on every `call.started` it appends, so a rebuild scores each start with the",
+        "policy it was answered with; a start's `thresholds` are its account's.",
+        "",
+    ]
+
+
 def flags_section() -> list[str]:
     lines = ["## Live flags", "", "| flag | raises `call.suspicious` |", "|---|---|"]
     lines += [f"| `{flag}` | {'yes' if flag in ALERT_LEVEL else 'no'} |" for flag in FLAGS]
@@ -149,7 +168,7 @@ def rules_page(rules: Rules | None = None) -> str:
     lines = [INTRO]
     for name in CONCERNS:
         lines += concern_section(name, getattr(rules, name))
-    lines += reasons_section(rules) + network_section(rules) + labels_section(rules)
+    lines += reasons_section(rules) + network_section(rules) + labels_section(rules) + policy_section()
     lines += flags_section() + alerts_section()
     return "\n".join(lines).rstrip() + "\n"
 

@@ -281,6 +281,9 @@ def to_env(settings: Settings) -> dict[str, str]:
         value = getattr(owner, f.name)
         if isinstance(value, Mapping):
             continue
+        if isinstance(value, frozenset):
+            env[f"CALLSCREEN_{name.upper()}"] = ",".join(sorted(value))
+            continue
         env[f"CALLSCREEN_{name.upper()}"] = ("1" if value else "0") if isinstance(value, bool) else str(value)
     return env
 
@@ -296,6 +299,10 @@ def _coerce(kind: Any, raw: Any) -> Any:
         return float(raw)
     if kind in (str, "str"):
         return str(raw)
+    if kind in (frozenset[str], "frozenset[str]"):
+        # A list in TOML, comma-separated in the environment.
+        items = raw if isinstance(raw, list) else str(raw).split(",")
+        return frozenset(str(item).strip() for item in items if str(item).strip())
     return raw
 
 

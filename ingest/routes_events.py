@@ -18,7 +18,9 @@ async def post_event(request: web.Request) -> web.Response:
     principal = await guards.event_poster(request)
     body = await guards.json_object(request)
     account = principal.account
-    stamp = Stamp(uuid.uuid4().hex, account.id, account.plan, now_ms(), account.trusted, principal.credential)
+    stamp = Stamp(
+        uuid.uuid4().hex, account.id, account.plan, now_ms(), account.trusted, principal.credential, account.policy
+    )
     event = parse_event(body, stamp, TimeBounds.of(edge.settings.rules.limits))
     edge.charge_bytes(account.id, len(await request.read()))
     reply = await edge.ask_event(account.id, event)

@@ -169,6 +169,7 @@ async def get_score(request: web.Request) -> web.Response:
         caller=other.e164,
         at=now_ms(),
         trusted=other.e164 in account.trusted,
+        policy=account.policy,
         number_info=NumberInfo(country=protected.country, national=protected.national),
         caller_info=CallerInfo(
             country=other.country, national=other.national, valid=other.valid, premium=other.premium
