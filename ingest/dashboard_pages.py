@@ -16,8 +16,9 @@ from domain.accounts import PLANS, PLATFORMS, Account
 from domain.channels import CHANNELS, DEFAULT_FLOOR, PLAN_CHANNELS
 from domain.index import AlertEntry, CallEntry
 from domain.phone import parse_number
+from domain.policy import RELIEF_REASONS, policy_body
 from domain.queries import AlertGet, AlertsList, CallGet, CallsList, NumbersList
-from domain.rules import HOUR_MS
+from domain.rules import HOUR_MS, ScoringRules
 from domain.times import format_ms
 from domain.validation import InputError
 from infra import webhook_url
@@ -339,6 +340,45 @@ async def trusted_change(request: web.Request) -> web.Response:
     raise web.HTTPSeeOther(f"{PREFIX}/trusted")
 
 
+async def policy(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    defaults = edge_of(request).settings.rules.scoring
+    effective = policy_body(account_of(me, request).policy, defaults)
+    saved = request.query.get("saved") == "1"
+    return page(request, "policy.html", me, policy=effective, defaults=policy_body(None, defaults), saved=saved)
+
+
+def policy_form(form: dict[str, str], defaults: ScoringRules) -> dict[str, Any]:
+    """The Policy page's form as a `domain.policy.parse_policy` body: only what differs from the defaults,
+    so a later change of a deployment default reaches every weight the owner left alone."""
+    given = policy_body(None, defaults)
+
+    def number(name: str) -> Any:
+        raw = form.get(name, "").strip()
+        try:
+            return float(raw)
+        except ValueError:
+            return raw
+
+    thresholds = {name: value for name in ("review", "reject") if (value := number(name)) != given["thresholds"][name]}
+    weights = {
+        reason: value
+        for reason in given["weights"]
+        if (value := number(f"weight.{reason}")) != given["weights"][reason]
+    }
+    off = [reason for reason in (*given["weights"], *RELIEF_REASONS) if form.get(f"off.{reason}") == "on"]
+    return {"thresholds": thresholds, "weights": weights, "off": off}
+
+
+async def policy_set(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    form = await form_of(request, me)
+    defaults = edge_of(request).settings.rules.scoring
+    body = {} if form.get("reset") == "1" else policy_form(form, defaults)
+    await append_change(request, commands.set_policy(account_of(me, request), body, defaults))
+    raise web.HTTPSeeOther(f"{PREFIX}/policy?saved=1")
+
+
 @dataclass(frozen=True)
 class Platform:
     """How the Integrations page names a platform, its secret, and where its URL goes."""
@@ -452,11 +492,15 @@ def refused_page(handler: Any) -> Any:
             return await handler(request)  # type: ignore[no-any-return]
         except commands.Refused as refused:
             status = 402 if str(refused) == "plan_required" else 404 if str(refused).startswith("unknown") else 400
-            raise PageError(status, REFUSALS.get(str(refused), f"That change was refused ({refused}).")) from refused
+            message = REFUSALS.get(str(refused), f"That change was refused ({refused}).")
+            if str(refused) == "invalid_field":
+                message = f"That policy was refused at {refused.context.get('field')}: {POLICY_RULE}"
+            raise PageError(status, message) from refused
 
     return run
 
 
+POLICY_RULE = "thresholds and weights are numbers from 0 to 1, and review is at most reject."
 REFUSALS = {
     "plan_required": "Text and voice alerts need the Guard plan.",
     "key_limit": "This account has as many keys as it may hold: revoke one first.",
@@ -500,6 +544,8 @@ def add_routes(app: web.Application) -> None:
     post(f"{PREFIX}/integrations/set", refused_page(integration_set))
     post(f"{PREFIX}/integrations/remove", refused_page(integration_remove))
     get(f"{PREFIX}/trusted", trusted)
+    get(f"{PREFIX}/policy", policy)
+    post(f"{PREFIX}/policy", refused_page(policy_set))
     post(f"{PREFIX}/trusted/{{action:add|remove}}", refused_page(trusted_change))
     get(f"{PREFIX}/plan", plan)
     post(f"{PREFIX}/plan", refused_page(plan_set))

@@ -135,3 +135,35 @@ async def test_a_setup_link_lasts_as_long_as_the_setting_says(service: RunningSe
     after = now_ms()
     assert code == 0
     assert before + HOUR_MS <= (parse_ms(invited["setup_until"]) or 0) <= after + HOUR_MS
+
+
+async def test_policy_set_scores_the_next_start_within_a_second_and_show_prints_it(
+    service: RunningService, http: aiohttp.ClientSession, base_url: str, account: AccountKeys
+) -> None:
+    args = ["policy", "set", "--account", account.account_id, "--reject", "0.5"]
+    code, out, _ = await cli(service, *args, "--weight", "attestation_failed=0.6", "--off", "forwarded")
+    assert code == 0
+    assert out["policy"]["thresholds"] == {"review": 0.5, "reject": 0.5}
+    assert (out["policy"]["weights"]["attestation_failed"], out["policy"]["off"]) == (0.6, ["forwarded"])
+    code, shown, _ = await cli(service, "policy", "show", "--account", account.account_id)
+    assert (code, shown) == (0, out)
+    attrs = {"attestation": "failed", "forwarded_from": "+12125550100"}
+    for attempt in range(50):
+        body = {"type": "call.started", "call_id": f"pol-{attempt}", "to": "+14155552671", "from": "+12125550177"}
+        async with http.post(f"{base_url}/v1/events", json={**body, "attrs": attrs}, headers=account.headers) as r:
+            answer = await r.json()
+        if answer["thresholds"]["reject"] == 0.5:
+            break
+        await asyncio.sleep(0.02)
+    assert (answer["score"], answer["action"], answer["reasons"]) == (0.6, "reject", ["attestation_failed"])
+    code, out, err = await cli(service, "policy", "set", "--account", account.account_id, "--weight", "nope=0.1")
+    assert (code != 0, out, orjson.loads(err)) == (
+        True,
+        None,
+        {"error": "invalid_field", "field": "policy.weights.nope"},
+    )
+    code, out, err = await cli(service, "policy", "set", "--account", account.account_id, "--review", "0.9")
+    assert (code != 0, orjson.loads(err)) == (True, {"error": "invalid_field", "field": "policy.thresholds"})
+    code, restored, _ = await cli(service, "policy", "set", "--account", account.account_id)
+    assert code == 0 and restored["policy"]["thresholds"] == {"review": 0.5, "reject": 0.8}
+    assert restored["policy"]["off"] == []

@@ -12,7 +12,7 @@ import pytest
 from callscreen.admin import Admin
 from domain import commands
 from infra.settings import Settings
-from tests.service import RunningService, create_account, rebuild, settled, wait_for_status
+from tests.service import AccountKeys, RunningService, create_account, rebuild, settled, wait_for_status
 from tests.topics import read_topic
 from tests.traffic import assert_same_answers, past_every_window, post_all, script, snapshot
 
@@ -29,6 +29,10 @@ async def test_rebuild_gives_byte_identical_answers_and_no_new_alert_or_delivery
         await create_account(settings, http, base_url),
         await create_account(settings, http, base_url, plan="watch"),
     ]
+    # One account scores by a policy of its own: a rebuild must score each start by it again.
+    async with Admin(settings) as admin:
+        await admin.policy_set(accounts[1].account_id, {"thresholds": {"review": 0.3, "reject": 0.6}})
+    await policy_in_effect(http, base_url, accounts[1], 0.6)
     base = past_every_window(80)
     plans = [script(1, base, 80), script(2, base, 80), script(3, base, 40)]
     # The accounts side by side, each its events in order: the answers compared are the log's, before and after.
@@ -38,6 +42,8 @@ async def test_rebuild_gives_byte_identical_answers_and_no_new_alert_or_delivery
     answers = [answer for answers in posted for answer in answers]
     assert len(answers) > 1500
     assert {status for status, _ in answers} <= {200, 402}
+    own = {a["thresholds"]["reject"] for status, a in posted[1] if status == 200 and "thresholds" in a}
+    assert own == {0.6}
     callers = sorted({b["from"] for b in plans[0] if b["type"] == "call.started"})[:20]
     # An owner's "send a test alert" (an accounts record a worker turns into one alert.test): raised once.
     async with Admin(settings) as admin:
@@ -68,6 +74,17 @@ async def test_rebuild_gives_byte_identical_answers_and_no_new_alert_or_delivery
     assert len(await read_topic(settings, settings.topic("alerts"))) == alerts_before
     assert len(await alerts_of_type(settings, "alert.test")) == 1
     assert len(await read_topic(settings, settings.topic("deliveries"))) == deliveries_before
+
+
+async def policy_in_effect(http: aiohttp.ClientSession, base_url: str, account: AccountKeys, reject: float) -> None:
+    """Once the edge scores by the account's new policy (the contract allows a second)."""
+    url = f"{base_url}/v1/score?to=%2B14155552671&from=%2B12125550100"
+    for _ in range(50):
+        async with http.get(url, headers=account.headers) as r:
+            if (await r.json())["thresholds"]["reject"] == reject:
+                return
+        await asyncio.sleep(0.02)
+    raise AssertionError("the policy was not in effect within a second")
 
 
 async def alerts_of_type(settings: Settings, kind: str) -> list[dict[str, Any]]:

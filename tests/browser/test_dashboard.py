@@ -18,6 +18,7 @@ import pytest
 from playwright.async_api import Browser, Page, expect
 
 import schemas
+from callscreen.admin import Admin
 from tests.browser.conftest import AXE, PASSWORD, new_person, signed_in, signed_up
 from tests.service import RunningService, wait_for_status
 from tests.smtp_server import SmtpServer
@@ -125,6 +126,40 @@ async def test_a_trusted_number_is_allowed_on_its_next_call(
     await expect(page.locator("ul.plain")).to_contain_text(caller)
     after = await post_event(http, url, started("t-2", caller), key)
     assert (after["action"], after["score"], after["reasons"]) == ("allow", 0.0, ["trusted"])
+
+
+async def test_a_policy_saved_on_the_page_scores_the_next_call_and_restores(
+    dash: RunningService, browser: Browser, http: aiohttp.ClientSession
+) -> None:
+    owner = await new_person(dash, http)
+    page = await signed_up(browser, dash, owner)
+    url, key = f"{dash.base_url}/v1/events", owner.account.key
+    failed = {"attestation": "failed"}
+    before = await post_event(http, url, {**started("p-1", "+12125550131"), "attrs": failed}, key)
+    assert (before["score"], before["action"]) == (0.55, "review")
+    await page.goto("/dashboard/policy")
+    await page.fill("#t-reject", "0.5")
+    await page.fill("#w-attestation_failed", "0.6")
+    await page.check("input[name='off.forwarded']")
+    await page.click("text=Save policy")
+    await expect(page.get_by_role("status")).to_contain_text("Saved")
+    await expect(page.locator("#t-reject")).to_have_value("0.5")
+    async with Admin(dash.settings) as admin:
+        shown = await admin.policy_show(owner.account.account_id)
+    assert shown["policy"]["thresholds"] == {"review": 0.5, "reject": 0.5}
+    assert (shown["policy"]["weights"]["attestation_failed"], shown["policy"]["off"]) == (0.6, ["forwarded"])
+    forwarded = {**failed, "forwarded_from": "+12125550100"}
+    after = await post_event(http, url, {**started("p-2", "+12125550132"), "attrs": forwarded}, key)
+    assert (after["score"], after["action"], after["reasons"]) == (0.6, "reject", ["attestation_failed"])
+    assert after["thresholds"] == {"review": 0.5, "reject": 0.5}
+    await page.fill("#t-reject", "0.4")
+    await page.click("text=Save policy")
+    await expect(page.locator("main")).to_contain_text("That policy was refused at policy.thresholds")
+    await page.goto("/dashboard/policy")
+    await page.click("text=Restore the defaults")
+    await expect(page.locator("#t-reject")).to_have_value("0.8")
+    restored = await post_event(http, url, {**started("p-3", "+12125550133"), "attrs": failed}, key)
+    assert (restored["score"], restored["action"], restored["thresholds"]["reject"]) == (0.55, "review", 0.8)
 
 
 async def test_an_email_channel_gets_the_test_alert(
@@ -363,6 +398,7 @@ PAGES = [
     "/integrations",
     "/channels",
     "/trusted",
+    "/policy",
     "/plan",
 ]
 WIDTHS = {"desktop": (1280, 860), "phone": (390, 844)}
@@ -440,5 +476,5 @@ async def test_every_record_the_dashboard_appends_matches_the_accounts_schema(da
         assert errors == [], value
     dashboard_kinds = {"person.invited", "person.password_set", "session.started", "session.ended", "sessions.ended"}
     changes = {"key.created", "key.revoked", "token.rotated", "trusted.added", "channel.set", "alert.test_requested"}
-    changes |= {"integration.set", "integration.removed"}
+    changes |= {"integration.set", "integration.removed", "policy.set"}
     assert dashboard_kinds | changes <= kinds
