@@ -159,7 +159,8 @@ async def test_a_policy_saved_on_the_page_scores_the_next_call_and_restores(
     await page.click("text=Restore the defaults")
     await expect(page.locator("#t-reject")).to_have_value("0.8")
     restored = await post_event(http, url, {**started("p-3", "+12125550133"), "attrs": failed}, key)
-    assert (restored["score"], restored["action"], restored["thresholds"]["reject"]) == (0.55, "review", 0.8)
+    assert (restored["score"], restored["action"]) == (0.55, "review")
+    assert restored["thresholds"] == {"review": 0.5, "reject": 0.8}
 
 
 async def test_an_email_channel_gets_the_test_alert(
