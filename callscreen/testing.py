@@ -157,10 +157,10 @@ class Harness:
             partition = partition_for(alert.account_id, self.partitions)
             self.tables.update(index.additions(self.tables.get, "alerts", alert.account_id, partition, entry))
 
-    def reads(self) -> queries.Reads:
-        """What a worker's read agent reads, here."""
+    def reads(self, scan_max_rows: int | None = None) -> queries.Reads:
+        """What a worker's read agent reads, here, at most `scan_max_rows` index rows a listing."""
         scan = scan_of(self.tables)
-        return queries.Reads(self.view, self.calls.get, scan, self.tables.get, scan)
+        return queries.Reads(self.view, self.calls.get, scan, self.tables.get, scan, scan_max_rows)
 
     def record(self, facts: list[Fact], alerts: list[Alert]) -> None:
         """Facts reach the view and the detectors in the order they were appended, consequences after."""
@@ -291,7 +291,8 @@ class MemoryLog:
             status, body = self.harness.fold(decode_event(value))
         else:
             question = queries.decode_question(value)
-            status, body = queries.answer(question, partition or 0, self.harness.reads(), self.settings.rules)
+            reads = self.harness.reads(self.settings.query_scan_max_rows)
+            status, body = queries.answer(question, partition or 0, reads, self.settings.rules)
         answer.set_result({"status": status, "body": msgspec.to_builtins(body)})
         return answer
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import msgspec
 
-from domain import keys
+from domain import evaluation, keys
 from domain.alerts import Alert
-from domain.calls import Alias, public_call, signals
+from domain.calls import Alias, CallState, public_call, signals
 from domain.events import CallerInfo, CallStarted, NumberInfo
 from domain.features import FeatureView, context
 from domain.index import AlertEntry, CallEntry, CallFilter, Hours, Position, Scan, decode_cursor, seek, sort_key
@@ -78,8 +78,25 @@ class AlertsList(Question, frozen=True, kw_only=True, tag="alerts.list"):
     cursor: str | None = None
 
 
+class EvaluationPart(Question, frozen=True, kw_only=True, tag="evaluation"):
+    """One bounded read of a partition's labelled calls started in [since, until), below `before` (the
+    previous read's stop), for `GET /v1/evaluation`."""
+
+    since: int | None = None
+    until: int | None = None
+    before: Position | None = None
+
+
 AnyQuestion = (
-    AccountUsage | CallGet | CallsList | NumbersList | ScoreQuestion | ReputationQuestion | AlertGet | AlertsList
+    AccountUsage
+    | CallGet
+    | CallsList
+    | NumbersList
+    | ScoreQuestion
+    | ReputationQuestion
+    | AlertGet
+    | AlertsList
+    | EvaluationPart
 )
 
 _questions = msgspec.json.Decoder(AnyQuestion)
@@ -125,6 +142,8 @@ def answer(question: AnyQuestion, partition: int, reads: Reads, rules: Rules) ->
         return 200, score_only(question, view, rules)
     if isinstance(question, ReputationQuestion):
         return 200, reputation(view, question.number, question.now)
+    if isinstance(question, EvaluationPart):
+        return 200, evaluation_part(question, partition, reads)
     if isinstance(question, AlertGet):
         alert = reads.alert_of(keys.alert(account, question.alert_id))
         return (200, public_alert(alert, view)) if alert is not None else (404, {"error": "not_found"})
@@ -171,6 +190,29 @@ def list_calls(question: CallsList, partition: int, reads: Reads) -> dict[str, A
     for entry in page[: question.limit]:
         records[entry.call_id] = public_call(reads.call_of(keys.call(question.account_id, entry.call_id)))
     return {"entries": msgspec.to_builtins(page), "calls": records, "stop": hours.stop}
+
+
+def evaluation_part(question: EvaluationPart, partition: int, reads: Reads) -> dict[str, Any]:
+    """The partition's tally (`domain.evaluation`) of labelled calls in the window, as far as the bound on
+    rows read reaches, and `stop` to read on from (None: the window is all read)."""
+    window = CallFilter(since=question.since, until=question.until)
+    before = question.before
+    if before is None and question.until is not None:
+        before = (question.until, "")
+    hours = Hours(
+        reads.call_index_scan,
+        *seek("calls", question.account_id, partition, before, question.since),
+        reads.scan_max_rows,
+    )
+    tally = evaluation.empty()
+    for _, raw in hours:
+        for entry in msgspec.convert(raw, list[CallEntry]):
+            if not window.matches(entry):
+                continue
+            call = reads.call_of(keys.call(question.account_id, entry.call_id))
+            if isinstance(call, CallState) and call.label is not None:
+                evaluation.count(tally, call.answer.action, call.answer.reasons, call.label)
+    return {"tally": tally, "stop": hours.stop}
 
 
 def _older_of(first: Position | None, second: Position | None) -> Position | None:

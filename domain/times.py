@@ -30,3 +30,12 @@ def parse_ms(text: object) -> int | None:
 
 def day_start_ms(epoch_ms: int) -> int:
     return epoch_ms - epoch_ms % DAY_MS
+
+
+def parse_day(text: str) -> int | None:
+    """Epoch milliseconds of the start of a `YYYY-MM-DD` day in UTC; None when it is not one."""
+    try:
+        day = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    return round(day.timestamp() * 1000)

@@ -18,6 +18,7 @@ from ingest import (
     dashboard_auth,
     dashboard_pages,
     routes_account,
+    routes_evaluation,
     routes_events,
     routes_gate,
     routes_labels,
@@ -139,6 +140,7 @@ def init_app(settings: Settings, connection: Log | None = None) -> web.Applicati
     routes_platforms.add_routes(app)
     routes_reads.add_routes(app)
     routes_labels.add_routes(app)
+    routes_evaluation.add_routes(app)
     dashboard.setup(app, settings)
     dashboard_auth.add_routes(app)
     dashboard_pages.add_routes(app)

@@ -18,14 +18,15 @@ from domain.index import AlertEntry, CallEntry
 from domain.phone import parse_number
 from domain.policy import RELIEF_REASONS, policy_body
 from domain.queries import AlertGet, AlertsList, CallGet, CallsList, NumbersList
-from domain.rules import HOUR_MS, ScoringRules
-from domain.times import format_ms
+from domain.rules import DAY_MS, HOUR_MS, ScoringRules
+from domain.times import format_ms, parse_day
 from domain.validation import InputError
 from infra import webhook_url
 from infra.clock import now_ms
 from ingest.chart import hourly_chart
 from ingest.dashboard import DASHBOARD, PREFIX, PageError, account_of, append_change, form_of, page, signed_in
 from ingest.routes_account import account_body
+from ingest.routes_evaluation import evaluate
 from ingest.routes_labels import label_call
 from ingest.routes_platforms import DELIVERIES, LastDelivery
 from ingest.routes_reads import merge_pages
@@ -36,6 +37,7 @@ CHART_HOURS = 24
 CHART_CALLS = 2_000
 PAGE_SIZE = 50
 FLOORS = ("info", "threat", "critical")
+ACCURACY_DAYS = 30
 
 
 async def calls_page(edge: Edge, account: Account, limit: int, **filters: Any) -> dict[str, Any]:
@@ -340,6 +342,31 @@ async def trusted_change(request: web.Request) -> web.Response:
     raise web.HTTPSeeOther(f"{PREFIX}/trusted")
 
 
+def accuracy_window(request: web.Request, today: int) -> tuple[int, int, dict[str, str]]:
+    """The Accuracy page's window from its two dates (the last `ACCURACY_DAYS` days by default), as
+    [since, until) in ms, and as given."""
+    given = {name: request.query.get(name, "").strip() for name in ("since", "until")}
+    until_day = parse_day(given["until"]) if given["until"] else today
+    if until_day is None:
+        raise PageError(400, "Give dates as YYYY-MM-DD.")
+    since_day = parse_day(given["since"]) if given["since"] else until_day - (ACCURACY_DAYS - 1) * DAY_MS
+    if since_day is None:
+        raise PageError(400, "Give dates as YYYY-MM-DD.")
+    if since_day > until_day:
+        raise PageError(400, "The window ends before it starts.")
+    shown = {"since": format_ms(since_day)[:10], "until": format_ms(until_day)[:10]}
+    return since_day, until_day + DAY_MS, shown
+
+
+async def accuracy(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    edge, account = edge_of(request), account_of(me, request)
+    now = now_ms()
+    since, until, given = accuracy_window(request, now - now % DAY_MS)
+    found = await evaluate(edge, account.id, since, until)
+    return page(request, "accuracy.html", me, evaluation=found, given=given)
+
+
 async def policy(request: web.Request) -> web.Response:
     me = signed_in(request)
     defaults = edge_of(request).settings.rules.scoring
@@ -544,6 +571,7 @@ def add_routes(app: web.Application) -> None:
     post(f"{PREFIX}/integrations/set", refused_page(integration_set))
     post(f"{PREFIX}/integrations/remove", refused_page(integration_remove))
     get(f"{PREFIX}/trusted", trusted)
+    get(f"{PREFIX}/accuracy", accuracy)
     get(f"{PREFIX}/policy", policy)
     post(f"{PREFIX}/policy", refused_page(policy_set))
     post(f"{PREFIX}/trusted/{{action:add|remove}}", refused_page(trusted_change))

@@ -45,7 +45,7 @@ async def get_call(request: web.Request) -> web.Response:
     return json_response(reply["body"], status=reply["status"])
 
 
-def _time_param(request: web.Request, name: str) -> int | None:
+def time_param(request: web.Request, name: str) -> int | None:
     raw = request.query.get(name)
     if raw is None:
         return None
@@ -83,8 +83,8 @@ async def list_calls(request: web.Request) -> web.Response:
         account_id=account.id,
         limit=_limit(request),
         number=number,
-        since=_time_param(request, "since"),
-        until=_time_param(request, "until"),
+        since=time_param(request, "since"),
+        until=time_param(request, "until"),
         action=action,
         source=source,
         cursor=_cursor(request),
@@ -127,7 +127,7 @@ async def list_alerts(request: web.Request) -> web.Response:
     question = AlertsList(
         account_id=account.id,
         limit=_limit(request),
-        since=_time_param(request, "since"),
+        since=time_param(request, "since"),
         type=kind,
         cursor=_cursor(request),
     )

@@ -55,6 +55,7 @@ OPERATIONS = {
     "GET /v1/reputation/{number}",
     "GET /v1/alerts",
     "GET /v1/alerts/{alert_id}",
+    "GET /v1/evaluation",
     "POST /v1/gate/{token}",
     "POST /v1/gate/{token}/challenge",
     "POST /v1/gate/{token}/status",

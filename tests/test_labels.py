@@ -142,4 +142,51 @@ async def test_labels_move_prior_and_reputation_and_a_rebuild_keeps_them(
     rebuilt = [await snapshot(http, base_url, account, callers) for account in (owner, second, scorer)]
     assert_same_answers(rebuilt, snapshots)
     assert rebuilt[0]["/v1/calls/s0"]["label"] == "spam"
+    assert rebuilt[0]["/v1/evaluation"]["matrix"]["allow"] == {"spam": 5, "good": 3}
     assert rebuilt[0][f"/v1/reputation/{SPAM_CALLER.replace('+', '%2B')}"]["labels"] == {"spam": 2, "good": 0}
+
+
+@pytest.mark.timeout(120)
+async def test_evaluation_of_a_labelled_set(labels_service: RunningService, http: aiohttp.ClientSession) -> None:
+    """The matrix and the three rates of decisions section 17 over real workers' call records."""
+    service = labels_service
+    account = await create_account(service.settings, http, service.base_url)
+    c = Client(http, service.base_url, now_ms() - 3 * 60 * MIN_MS)
+    failed, plain = {"attestation": "failed"}, {"attestation": "A"}
+    # Calling itself with a failed attestation is a reject (0.82); the second such call is one again.
+    plan = [
+        ("e-r0", TO, failed, "spam"),
+        ("e-r1", TO, failed, "good"),
+        ("e-v0", "+13125550171", failed, "spam"),
+        ("e-a0", "+16465550172", plain, "good"),
+        ("e-a1", "+17185550173", plain, "spam"),
+        ("e-u0", "+19175550174", plain, None),
+    ]
+    by_reason: dict[str, dict[str, int]] = {}
+    for n, (call_id, caller, attrs, label) in enumerate(plan):
+        at = format_ms(c.base + n * 20 * MIN_MS)
+        body = {"type": "call.started", "call_id": call_id, "to": TO, "from": caller, "at": at, "attrs": attrs}
+        answer = await c.post(account, body)
+        assert answer["action"] == {"e-r": "reject", "e-v": "review"}.get(call_id[:3], "allow"), answer
+        if label is not None:
+            await c.label(account, call_id, label)
+            for reason in answer["reasons"]:
+                by_reason.setdefault(reason, {"spam": 0, "good": 0})[label] += 1
+    assert by_reason["self_call"] == {"spam": 1, "good": 1}
+    since, until = format_ms(c.base), format_ms(c.base + len(plan) * 20 * MIN_MS)
+    evaluation = await c.get(account, f"/v1/evaluation?since={since}&until={until}")
+    assert evaluation == {
+        "labelled": 5,
+        "matrix": {
+            "allow": {"spam": 1, "good": 1},
+            "review": {"spam": 1, "good": 0},
+            "reject": {"spam": 1, "good": 1},
+        },
+        "precision": 0.5,
+        "recall": 0.3333,
+        "false_positive_rate": 0.5,
+        "by_reason": dict(sorted(by_reason.items())),
+    }
+    # A window of the first call only.
+    first = await c.get(account, f"/v1/evaluation?since={since}&until={format_ms(c.base + MIN_MS)}")
+    assert (first["labelled"], first["precision"], first["recall"]) == (1, 1.0, 1.0)

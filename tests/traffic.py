@@ -116,6 +116,7 @@ async def snapshot(
             await get(f"/v1/{kind}/{item_id}")
     await get("/v1/numbers")
     await get("/v1/account")
+    await get("/v1/evaluation")
     for caller in callers:
         encoded = caller.replace("+", "%2B")
         await get(f"/v1/reputation/{encoded}")

@@ -163,6 +163,35 @@ async def test_a_policy_saved_on_the_page_scores_the_next_call_and_restores(
     assert restored["thresholds"] == {"review": 0.5, "reject": 0.8}
 
 
+async def test_a_call_labelled_on_its_page_counts_on_the_accuracy_page(
+    dash: RunningService, browser: Browser, http: aiohttp.ClientSession
+) -> None:
+    owner = await new_person(dash, http)
+    page = await signed_up(browser, dash, owner)
+    url, key = f"{dash.base_url}/v1/events", owner.account.key
+    failed = {"attestation": "failed"}
+    answer = await post_event(http, url, {**started("acc-1", "+12125550141"), "attrs": failed}, key)
+    assert answer["action"] == "review"
+    await page.goto("/dashboard/accuracy")
+    await expect(page.locator("#labelled")).to_have_text("0 labelled calls.")
+    await page.goto("/dashboard/calls/acc-1")
+    await page.click("button[value='spam']")
+    await expect(page.locator("button[value='spam']")).to_have_attribute("aria-pressed", "true")
+    await page.goto("/dashboard/accuracy")
+    await expect(page.locator("#labelled")).to_have_text("1 labelled call.")
+    review = page.locator("#matrix tbody tr").nth(1)
+    await expect(review.locator("th")).to_have_text("review")
+    await expect(review.locator("td")).to_have_text(["1", "0"])
+    await expect(page.locator("#rate-recall")).to_have_text("0.0%")
+    await expect(page.locator("#rate-precision")).to_have_text("—")
+    await expect(page.locator("#by-reason tbody th")).to_have_text(["attestation_failed"])
+    await expect(page.locator("#by-reason tbody td")).to_have_text(["1", "0"])
+    await page.goto("/dashboard/accuracy?since=2020-01-01&until=2020-01-31")
+    await expect(page.locator("#labelled")).to_have_text("0 labelled calls.")
+    await page.goto("/dashboard/accuracy?since=someday")
+    await expect(page.locator("main")).to_contain_text("Give dates as YYYY-MM-DD.")
+
+
 async def test_an_email_channel_gets_the_test_alert(
     dash: RunningService, browser: Browser, http: aiohttp.ClientSession, smtp: SmtpServer
 ) -> None:
@@ -399,6 +428,7 @@ PAGES = [
     "/integrations",
     "/channels",
     "/trusted",
+    "/accuracy",
     "/policy",
     "/plan",
 ]
