@@ -127,8 +127,10 @@ class PublicResolver(AbstractResolver):
 def resolver_for(settings: Settings) -> PublicResolver:
     """The deployment's outbound resolver, for alert deliveries and the gate's forwards alike: both go where
     a webhook may go, so both read the webhook DNS settings (a name that just failed, for the same while)."""
+    servers = [server.strip() for server in settings.webhook_dns_servers.split(",") if server.strip()]
     return PublicResolver(
         settings.webhook_dns_timeout_s,
         settings.webhook_allow_private,
         negative_ttl_s=settings.webhook_dns_negative_ttl_s,
+        nameservers=servers or None,
     )

@@ -155,6 +155,8 @@ class Settings:
     webhook_dns_timeout_s: float = 2.0
     # A host name whose lookup timed out or failed fails again at once, without a query, for this long.
     webhook_dns_negative_ttl_s: float = 30.0
+    # Name servers for those lookups, comma-separated `address[:port]`; empty: the system's (resolv.conf).
+    webhook_dns_servers: str = ""
     # POSTs in flight at once: overall, and per account, so one account's slow receiver cannot take them all.
     webhook_concurrency: int = 32
     webhook_account_concurrency: int = 4

@@ -27,7 +27,8 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 
 from alerting.delivery import Policy, deliver
 from infra.ports import free_port
-from infra.resolver import NoPublicAddress, PublicResolver, c_ares
+from infra.resolver import NoPublicAddress, PublicResolver, c_ares, resolver_for
+from infra.settings import Settings
 from infra.webhook_url import tls_context
 
 TYPE_A = 1
@@ -155,7 +156,9 @@ async def test_deliveries_to_black_holed_names_hold_up_no_other_delivery(
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port, ssl_context=served).start()
     policy = Policy(timeout_s=8.0, ports="*", allow_private=True)
-    public = resolver(dns, timeout_s=0.5, allow_private=True)
+    # The resolver the alerting role builds from its settings, on the loopback name server.
+    settings = Settings(webhook_dns_servers=dns.address, webhook_dns_timeout_s=0.5, webhook_allow_private=True)
+    public = resolver_for(settings)
     connector = aiohttp.TCPConnector(ssl=tls_context(str(ca_file)), limit=0, resolver=public)
     try:
         async with aiohttp.ClientSession(connector=connector) as session:
