@@ -208,7 +208,7 @@ def evolve(account: Account | None, record: dict[str, Any]) -> Account | None:
     if kind == POLICY_SET:
         policy = record_policy(record["policy"])
         return dataclasses.replace(account, policy=None if policy.empty else policy)
-    if kind in (outbound.OUTBOUND_SET, outbound.OUTBOUND_PAUSED, outbound.OUTBOUND_RESUMED):
+    if kind in outbound.OUTBOUND_KINDS:
         return dataclasses.replace(account, outbound=outbound.evolve(account.outbound, record))
     if kind == "webhook.set":
         return dataclasses.replace(account, alert_webhook_url=record["alert_webhook_url"])

@@ -13,11 +13,14 @@ from typing import Any
 
 import msgspec
 
+from domain.alerts import Alert, make_alert
 from domain.ids import deterministic_id
+from domain.times import parse_ms
 
 OUTBOUND_SET = "outbound.set"
 OUTBOUND_PAUSED = "outbound.paused"
 OUTBOUND_RESUMED = "outbound.resumed"
+OUTBOUND_KINDS = (OUTBOUND_SET, OUTBOUND_PAUSED, OUTBOUND_RESUMED)
 PAUSE_ON = ("critical", "off")
 # The alerts that pause an account's outbound while its `pause_on` is `critical`: spend running away on an
 # outbound number, and traffic pumping.
@@ -166,3 +169,41 @@ def pause_record(account_id: str, alert_id: str, alert_type: str, number: str, a
         "at": at,
         "paused": msgspec.to_builtins(paused),
     }
+
+
+class KillSwitch(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """What the alerts fold keeps of an account: its settings and pause as its accounts records say (and as
+    the pause it appended says before that record comes back), and when it last raised `outbound.paused`."""
+
+    settings: Outbound | None = None
+    alerted_at: int | None = None
+
+
+class Tripped(msgspec.Struct, frozen=True, gc=False):
+    state: KillSwitch
+    record: dict[str, Any]
+    # None within the cooldown of the last one (decisions section 9): the pause holds all the same.
+    alert: Alert | None
+
+
+def trip(state: KillSwitch | None, alert: Alert, cooldown_ms: int) -> Tripped | None:
+    """What an alert does to the account's kill switch: None, or the pause record to append, the switch as
+    it stands after it, and the one `outbound.paused` alert."""
+    current = state or KillSwitch()
+    if not pauses(current.settings, alert.type, alert.data):
+        return None
+    at = parse_ms(alert.created_at) or 0
+    number = str(alert.data.get("number", ""))
+    record = pause_record(alert.account_id, alert.id, alert.type, number, alert.created_at)
+    settings = evolve(current.settings, record)
+    if current.alerted_at is not None and at - current.alerted_at < cooldown_ms:
+        return Tripped(KillSwitch(settings=settings, alerted_at=current.alerted_at), record, None)
+    data = {"number": number, "cause": alert.type, "alert_id": alert.id}
+    paused = make_alert(alert.account_id, OUTBOUND_PAUSED, alert.account_id, at, at, data)
+    return Tripped(KillSwitch(settings=settings, alerted_at=at), record, paused)
+
+
+def folded(state: KillSwitch | None, record: dict[str, Any]) -> KillSwitch:
+    """The kill switch after one of the account's outbound records."""
+    current = state or KillSwitch()
+    return KillSwitch(settings=evolve(current.settings, record), alerted_at=current.alerted_at)

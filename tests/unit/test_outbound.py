@@ -8,7 +8,18 @@ from typing import Any
 import pytest
 
 from callscreen.testing import Account, Harness
-from domain.outbound import Outbound, OutboundError, Paused, evolve, parse_settings, pause_record, pauses
+from domain.alerts import Alert, make_alert
+from domain.outbound import (
+    Outbound,
+    OutboundError,
+    Paused,
+    evolve,
+    folded,
+    parse_settings,
+    pause_record,
+    pauses,
+    trip,
+)
 from domain.rules import MIN_MS, SECOND_MS, ScoringRules
 from domain.scoring import destination_numbers, one_ring, transfer_not_allowed
 from domain.times import format_ms
@@ -229,3 +240,38 @@ def test_a_cause_on_an_outbound_number_pauses_once() -> None:
     other = pause_record("acct_out", "alrt_11111111111111111111", "outbound.destination_burst", AGENT, PAUSED.at)
     assert evolve(paused, other) is paused
     assert evolve(paused, {"kind": "outbound.resumed", "account_id": "acct_out"}) is None
+
+
+def cause(alert_type: str, at: int, **data: Any) -> Alert:
+    return make_alert("acct_out", alert_type, AGENT, at, at, {"number": AGENT, **data})
+
+
+def test_the_kill_switch_trips_once_and_cools_down_after_a_resume() -> None:
+    cooldown = 15 * MIN_MS
+    burst = cause("outbound.destination_burst", NOW)
+    tripped = trip(None, burst, cooldown)
+    assert tripped is not None and tripped.alert is not None
+    assert tripped.record["kind"] == "outbound.paused"
+    assert tripped.record["paused"] == {
+        "alert_id": burst.id,
+        "cause": "outbound.destination_burst",
+        "number": AGENT,
+        "at": burst.created_at,
+    }
+    paused = tripped.alert
+    assert (paused.type, paused.severity, paused.subject) == ("outbound.paused", "critical", "acct_out")
+    assert paused.data == {"number": AGENT, "cause": "outbound.destination_burst", "alert_id": burst.id}
+    # Paused: the next cause changes nothing; the same alert again makes the same record and alert.
+    assert trip(tripped.state, cause("number.spend_exceeded", NOW + 1, direction="outbound"), cooldown) is None
+    assert trip(None, burst, cooldown) == tripped
+    # An inbound spend, or the switch off, pauses nothing.
+    assert trip(None, cause("number.spend_exceeded", NOW), cooldown) is None
+    off = folded(None, {"kind": "outbound.set", "outbound": {"countries": None, "transfer": [], "pause_on": "off"}})
+    assert trip(off, burst, cooldown) is None
+    # Resumed within the cooldown, the next cause pauses again without a second alert; after it, with one.
+    resumed = folded(tripped.state, {"kind": "outbound.resumed", "account_id": "acct_out"})
+    assert resumed.settings is None
+    again = trip(resumed, cause("outbound.destination_burst", NOW + cooldown - 1), cooldown)
+    assert again is not None and again.alert is None and again.state.settings is not None
+    later = trip(resumed, cause("outbound.destination_burst", NOW + cooldown), cooldown)
+    assert later is not None and later.alert is not None
