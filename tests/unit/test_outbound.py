@@ -3,11 +3,13 @@ boundary, through the folds as the workers run them (`callscreen.testing.Harness
 
 from __future__ import annotations
 
+from html import unescape
 from typing import Any
 
 import pytest
 
-from callscreen.testing import Account, Harness
+from alerting import messages
+from callscreen.testing import Account, Harness, as_sent
 from domain.alerts import Alert, make_alert
 from domain.outbound import (
     Outbound,
@@ -275,3 +277,19 @@ def test_the_kill_switch_trips_once_and_cools_down_after_a_resume() -> None:
     assert again is not None and again.alert is None and again.state.settings is not None
     later = trip(resumed, cause("outbound.destination_burst", NOW + cooldown), cooldown)
     assert later is not None and later.alert is not None
+
+
+@pytest.mark.parametrize("alert_type", ["outbound.destination_burst", "outbound.paused"])
+def test_both_alert_types_go_through_every_channel(alert_type: str) -> None:
+    data: dict[str, Any] = {"number": AGENT, "cause": "outbound.destination_burst", "alert_id": PAUSED.alert_id}
+    if alert_type == "outbound.destination_burst":
+        data = {"number": AGENT, "call_id": "c4", "prefix": "+12025550", "numbers": [US], "count": 5, "window_min": 10}
+    alert = as_sent(make_alert("acct_out", alert_type, AGENT, NOW, NOW, data))
+    about = messages.about(alert, "https://dash.example")
+    assert about.action == messages.ACTIONS[alert_type]
+    email = messages.email(about, "alerts@callscreen.example", "owner@example.com")
+    plain, html = (part.get_content() for part in email.iter_parts())
+    assert alert_type in email["Subject"] and about.action in plain and about.action in unescape(html)
+    text = messages.text(about)
+    assert len(text) <= messages.TEXT_MAX and text.startswith(f"Callscreen {alert.get('severity')}: {alert_type}")
+    assert about.action in unescape(messages.voice_twiml(about))
