@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from domain.alerts import Alert, make_alert
-from domain.ids import deterministic_id
+from domain.ids import derived_event_id
 from domain.times import parse_ms
 
 OUTBOUND_SET = "outbound.set"
@@ -164,7 +164,7 @@ def pause_record(account_id: str, alert_id: str, alert_type: str, number: str, a
     paused = Paused(alert_id=alert_id, cause=alert_type, number=number, at=at)
     return {
         "kind": OUTBOUND_PAUSED,
-        "id": deterministic_id("obp_", 20, account_id, alert_id),
+        "id": derived_event_id(OUTBOUND_PAUSED, account_id, alert_id),
         "account_id": account_id,
         "at": at,
         "paused": msgspec.to_builtins(paused),
