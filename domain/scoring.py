@@ -249,7 +249,9 @@ def score_start(call_id: str, s: Signals, rules: ScoringRules) -> ScoreResult:
             prior=prior_of(s.caller.history, s.at),
         )
 
-    if s.trusted:
+    paused = s.outbound_paused and "outbound_paused" not in rules.off and rules.weights["outbound_paused"] > 0
+    # The kill switch stops every outbound start of the account, a trusted number's too.
+    if s.trusted and not paused:
         return result(0.0, ["trusted"])
     if s.block is not None:
         return result(1.0, ["blocked"])

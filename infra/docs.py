@@ -168,7 +168,7 @@ def outbound_section(rules: Rules) -> list[str]:
         "| `callback_to_one_ring` | the dialled number placed an inbound call to the account in the last"
         f" {scoring.one_ring_window_h} h that ended unanswered within {scoring.one_ring_s} s of its start"
         " (`checks.one_rings_24h`) |",
-        "| `outbound_paused` | the account's outbound is paused (below) |",
+        "| `outbound_paused` | the account's outbound is paused (below); it stops a trusted number too |",
         "",
         "A reason weighted 1 is a certainty: its start scores 1, action `reject`, with no `prior_good` relief, and",
         "its score does not become the dialled number's history (the account's settings say nothing of the",

@@ -207,6 +207,14 @@ def test_a_paused_outbound_rejects_every_start_and_leaves_inbound_alone() -> Non
     assert (status, answer["action"], answer["reasons"]) == (200, "allow", [])
 
 
+def test_a_pause_stops_a_trusted_number_too() -> None:
+    harness = Harness()
+    trusted = Account("acct_out", trusted=frozenset({US}))
+    assert dial(harness, trusted, "c1", US)["reasons"] == ["trusted"]
+    answer = dial(harness, Account("acct_out", trusted=frozenset({US}), outbound=Outbound(paused=PAUSED)), "c2", US)
+    assert (answer["score"], answer["action"], answer["reasons"]) == (1.0, "reject", ["outbound_paused"])
+
+
 def test_settings_parse_field_by_field() -> None:
     settings = parse_settings({"countries": ["us", "CA"], "transfer": ["+1 415", "+44"]}, None)
     assert settings == Outbound(countries=["CA", "US"], transfer=["+1415", "+44"])
