@@ -29,6 +29,13 @@ _env = jinja2.Environment(
 )
 # Fields of an alert's `data` that name a phone number, in the order they are shown.
 NUMBER_FIELDS = ("number", "caller", "numbers", "callers")
+# What the owner must do about an alert that stops something until they act, in the email and the voice call.
+ACTIONS = {
+    "outbound.paused": "Every outbound call of the account is rejected until you resume outbound calls on the"
+    " dashboard's Outbound page.",
+    "outbound.destination_burst": "Outbound calls are going to many numbers of one range: traffic pumping."
+    " Check the agent's calls.",
+}
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,7 @@ class About:
     numbers: list[str]
     time: str
     link: str
+    action: str | None = None
 
 
 def numbers_in(data: dict[str, Any]) -> list[str]:
@@ -68,6 +76,7 @@ def about(alert: dict[str, Any], dashboard: str) -> About:
         numbers=numbers_in(alert.get("data") or {}),
         time=when,
         link=f"{dashboard.rstrip('/')}/dashboard/alerts/{quote(alert['id'], safe='')}",
+        action=ACTIONS.get(alert["type"]),
     )
 
 
@@ -106,7 +115,8 @@ def spoken(a: About) -> str:
     kind = a.type.replace(".", " ").replace("_", " ")
     numbers = ", ".join(" ".join(n.lstrip("+")) for n in a.numbers[:3])
     about_numbers = f" about {numbers}" if numbers else ""
-    return f"Callscreen {a.severity} alert: {kind}{about_numbers}, at {a.time}."
+    action = f" {a.action}" if a.action else ""
+    return f"Callscreen {a.severity} alert: {kind}{about_numbers}, at {a.time}.{action}"
 
 
 def voice_twiml(a: About) -> str:

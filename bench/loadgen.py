@@ -12,6 +12,8 @@ for answers; whatever is still outstanding is cancelled and counted as `unfinish
 Modes:
   starts  every arrival is a `call.started` of a new call; after the measured window the calls are
           closed with `call.ended` at `close_rate` (reported separately, not in the measured stats).
+  outbound as `starts`, each an agent's outbound `call.started` (`direction: outbound`) from the protected
+          number to a number of its own country, scored on where it goes too (decisions section 18).
   calls   full calls (start, 10-40 turns, end) from a pool of concurrent calls; every event counts.
           Calls still open when arrivals stop are closed afterwards, unmeasured.
   gate    every arrival is the carrier's "a call comes in" form POSTed to a number's gate (`gates`),
@@ -65,6 +67,7 @@ from bench.traffic import (
     caller_number,
     full_call,
     native_body,
+    outbound_started,
     pick,
     vapi_call,
     vapi_headers,
@@ -145,13 +148,14 @@ def plan_starts(spec: Spec, rng: random.Random, wall0_ms: int) -> Plan:
     plan = Plan()
     arrivals = poisson_arrivals(rng, spec.rate, spec.duration_s)
     close_at = spec.duration_s + 0.5
+    start = outbound_started if spec.mode == "outbound" else call_started
     for i, t in enumerate(arrivals):
         account, to = pick(spec.accounts, spec.call_offset + i)
         call_id = f"{spec.prefix}-s{i}"
         at = wall0_ms + int(t * 1000)
         ended = close_at + i / spec.close_rate
         bodies = [
-            (t, call_started(call_id, to, caller_number(rng), at), True),
+            (t, start(call_id, to, caller_number(rng), at), True),
             (ended, call_ended(call_id, at + 1000), False),
         ]
         plan.calls.append((account.key, bodies))
@@ -192,7 +196,8 @@ def plan_calls(spec: Spec, rng: random.Random, wall0_ms: int) -> Plan:
 async def drive(spec: Spec) -> dict[str, Any]:
     rng = random.Random(spec.seed)
     wall0_ms = int(time.time() * 1000) + 500
-    plan = plan_starts(spec, rng, wall0_ms) if spec.mode == "starts" else plan_calls(spec, rng, wall0_ms)
+    starts = spec.mode in ("starts", "outbound")
+    plan = plan_starts(spec, rng, wall0_ms) if starts else plan_calls(spec, rng, wall0_ms)
     samples: list[Sample] = []
     unmeasured: list[Sample] = []
     error_bodies: Counter[str] = Counter()

@@ -191,10 +191,15 @@ def render(r: dict[str, Any], command: str) -> str:
             "",
         ]
     fixed = r.get("starts_fixed")
+    outbound = r.get("outbound_fixed")
     if fixed:
-        out += [RUN_HEADER, run_row(fixed), ""]
-        if fixed.get("error_samples"):
-            out += [f"Error answers seen: `{fixed['error_samples']}`", ""]
+        rows = [run_row(fixed, f"{fixed['rate']:g} inbound")]
+        if outbound:
+            rows.append(run_row(outbound, f"{outbound['rate']:g} outbound"))
+        out += [RUN_HEADER, *rows, ""]
+        for run in (fixed, outbound):
+            if run and run.get("error_samples"):
+                out += [f"Error answers seen: `{run['error_samples']}`", ""]
     out += [TURNS_HEADING, ""]
     out += search_table(r.get("turns"))
     turns = r.get("turns") or {}
@@ -234,6 +239,7 @@ def render(r: dict[str, Any], command: str) -> str:
     edge_rss = next((v["rss_mb"] for k, v in rss.items() if k.startswith("edge")), None)
     f = (fixed or {}).get("all", {})
     p50, p99 = f.get("p50_ms"), f.get("p99_ms")
+    outbound_p99 = (outbound or {}).get("all", {}).get("p99_ms")
     turn_steps = {s["rate"]: s for s in (r.get("turns") or {}).get("steps", [])}
     out += [
         "## Targets",
@@ -246,6 +252,8 @@ def render(r: dict[str, Any], command: str) -> str:
         f"| `call.started` p50 ≤ 5 ms at 200/s | {ms(p50, 2)} ms | {verdict(fixed and p50 is not None and p50 <= 5)} |",
         f"| `call.started` p99 ≤ 20 ms at 200/s | {ms(p99, 2)} ms "
         f"| {verdict(fixed and p99 is not None and p99 <= 20)} |",
+        f"| outbound `call.started` p99 ≤ 20 ms at 200/s | {ms(outbound_p99, 2)} ms "
+        f"| {verdict(None if outbound is None else outbound_p99 is not None and outbound_p99 <= 20)} |",
         f"| turns sustainable ≥ 1,500 ev/s with p99 ≤ 50 ms | {turn_best or '< lowest step'} ev/s "
         f"| {verdict((turn_best or 0) >= 1500)} |",
         f"| edge ≥ 0.5× bare floor | {fmt_ratio(edge_ratio)} ({turn_best} vs {bare_best} ev/s sustainable) | "

@@ -418,6 +418,10 @@ async def phases(bench: Bench) -> None:
     bench.log(f"scenario a: call.started at {args.start_rate}/s for {args.start_seconds}s")
     results["starts_fixed"] = await bench.loadgen(svc.base_url, "starts", args.start_rate, args.start_seconds, "a")
     await bench.settle(45)
+    # The same for an agent's outbound starts, which must answer within the same p99 (decisions section 18).
+    bench.log(f"scenario a, outbound: call.started at {args.start_rate}/s for {args.start_seconds}s")
+    results["outbound_fixed"] = await bench.loadgen(svc.base_url, "outbound", args.start_rate, args.start_seconds, "ao")
+    await bench.settle(45)
 
     # (b) full calls (turn traffic): the sustainable rate.
     await bench.fresh_service("turn traffic")

@@ -63,6 +63,11 @@ def call_started(call_id: str, to: str, caller: str, at_ms: int) -> dict[str, An
     }
 
 
+def outbound_started(call_id: str, number: str, dialled: str, at_ms: int) -> dict[str, Any]:
+    """An agent's outbound start from the protected `number`: the answer says whether it may dial."""
+    return {**call_started(call_id, dialled, number, at_ms), "direction": "outbound"}
+
+
 def call_ended(call_id: str, at_ms: int) -> dict[str, Any]:
     return {"type": "call.ended", "call_id": call_id, "at": format_ms(at_ms), "reason": "completed"}
 

@@ -17,6 +17,7 @@ import orjson
 
 from domain import commands
 from domain.accounts import Account, AccountsView, apply, stamp
+from domain.outbound import settings_body
 from domain.people import normal_email
 from domain.policy import policy_body
 from infra.clock import now_ms
@@ -115,6 +116,16 @@ class Admin:
     async def policy_show(self, account_id: str) -> dict[str, Any]:
         found = commands.existing(self.account(account_id))
         return {"account_id": found.id, "policy": policy_body(found.policy, self.settings.rules.scoring)}
+
+    async def outbound_set(self, account_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.change(commands.set_outbound(self.account(account_id), body))
+
+    async def outbound_show(self, account_id: str) -> dict[str, Any]:
+        found = commands.existing(self.account(account_id))
+        return {"account_id": found.id, "outbound": settings_body(found.outbound)}
+
+    async def outbound_resume(self, account_id: str) -> dict[str, Any]:
+        return await self.change(commands.resume_outbound(self.account(account_id)))
 
     async def trusted(self, action: str, account_id: str, number: str) -> dict[str, Any]:
         return await self.change(commands.trust(self.account(account_id), action == "add", number))

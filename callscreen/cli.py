@@ -141,6 +141,24 @@ def parser() -> argparse.ArgumentParser:
     policy_show.add_argument("--account", required=True)
     _common(policy_set, policy_show)
 
+    outbound = command("outbound", "where the account's agents may dial, and the kill switch").add_subparsers(
+        dest="action", required=True
+    )
+    outbound_set = outbound.add_parser("set", help="change the settings named; the others stay")
+    outbound_set.add_argument("--account", required=True)
+    outbound_set.add_argument(
+        "--countries", help="countries its agents may dial, as US,CA; '' for those of its protected numbers"
+    )
+    outbound_set.add_argument(
+        "--transfer", help="numbers and E.164 prefixes a transfer may go to, as +1415,+44; '' for none"
+    )
+    outbound_set.add_argument("--pause-on", dest="pause_on", choices=["critical", "off"], help="the kill switch")
+    outbound_show = outbound.add_parser("show", help="the settings in effect, and the pause")
+    outbound_show.add_argument("--account", required=True)
+    outbound_resume = outbound.add_parser("resume", help="end the kill switch's pause")
+    outbound_resume.add_argument("--account", required=True)
+    _common(outbound_set, outbound_show, outbound_resume)
+
     billing = command("billing", "billing events").add_subparsers(dest="action", required=True)
     failed = billing.add_parser("fail", help="record a failed Guard-plan payment")
     failed.add_argument("--account", required=True)
@@ -231,6 +249,13 @@ def admin_call(args: argparse.Namespace) -> Callable[[Admin], Awaitable[dict[str
     if command == "policy":
         body = policy_args(args)
         return lambda a: a.policy_set(args.account, body)
+    if command == "outbound" and action == "show":
+        return lambda a: a.outbound_show(args.account)
+    if command == "outbound" and action == "resume":
+        return lambda a: a.outbound_resume(args.account)
+    if command == "outbound":
+        body = outbound_args(args)
+        return lambda a: a.outbound_set(args.account, body)
     if command == "number":
         return lambda a: a.number_remove(args.account, args.number)
     if command == "billing":
@@ -252,6 +277,22 @@ def policy_args(args: argparse.Namespace) -> dict[str, Any]:
         except ValueError:
             weights[reason] = raw
     return {"thresholds": thresholds, "weights": weights, "off": list(args.off)}
+
+
+def outbound_args(args: argparse.Namespace) -> dict[str, Any]:
+    """`outbound set`'s options as the body `domain.outbound.parse_settings` reads: only those given."""
+    body: dict[str, Any] = {}
+    if args.countries is not None:
+        body["countries"] = _listed(args.countries) if args.countries.strip() else None
+    if args.transfer is not None:
+        body["transfer"] = _listed(args.transfer)
+    if args.pause_on is not None:
+        body["pause_on"] = args.pause_on
+    return body
+
+
+def _listed(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 async def run_admin(settings: Settings, call: Callable[[Admin], Awaitable[dict[str, Any]]]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from domain.facts import Fact, NumberTick
 from domain.features import FeatureView
 from domain.ids import derived_event_id
 from domain.index import AlertEntry, CallEntry
+from domain.outbound import Outbound
 from domain.policy import Policy
 from domain.rules import Rules
 from domain.store import MemoryStore
@@ -47,6 +48,7 @@ class Account:
     # What its posts come with: an API key (`key`), or a path token (`ingest`, `gate`).
     credential: str = "key"
     policy: Policy | None = None
+    outbound: Outbound | None = None
 
 
 def as_sent(value: Any) -> Any:
@@ -83,6 +85,7 @@ class Harness:
             account.trusted,
             account.credential,
             account.policy,
+            account.outbound,
         )
         try:
             event = parse_event(body, stamp, TimeBounds.of(self.rules.limits))

@@ -11,8 +11,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain import outbound
 from domain.channels import Channel, allowed, on_plan
 from domain.ids import same_digest
+from domain.outbound import Outbound
 from domain.people import PeopleView
 from domain.people import fold as fold_people
 from domain.policy import POLICY_SET, Policy, record_policy
@@ -82,6 +84,8 @@ class Account:
     integrations: dict[str, Integration] = field(default_factory=dict)
     # The account's scoring policy (`domain.policy`), None while it keeps the deployment's.
     policy: Policy | None = None
+    # Its outbound settings and pause (`domain.outbound`), None while they are the defaults.
+    outbound: Outbound | None = None
 
 
 @dataclass
@@ -204,6 +208,8 @@ def evolve(account: Account | None, record: dict[str, Any]) -> Account | None:
     if kind == POLICY_SET:
         policy = record_policy(record["policy"])
         return dataclasses.replace(account, policy=None if policy.empty else policy)
+    if kind in outbound.OUTBOUND_KINDS:
+        return dataclasses.replace(account, outbound=outbound.evolve(account.outbound, record))
     if kind == "webhook.set":
         return dataclasses.replace(account, alert_webhook_url=record["alert_webhook_url"])
     return account

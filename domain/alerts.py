@@ -25,6 +25,8 @@ SEVERITY = {
     "platform.degraded": "critical",
     "platform.screening_unavailable": "critical",
     "billing.payment_failed": "info",
+    "outbound.destination_burst": "threat",
+    "outbound.paused": "critical",
     # Sent by an owner from the dashboard to check the channels: critical so no floor holds it back.
     "alert.test": "critical",
 }

@@ -35,6 +35,7 @@ from domain.facts import (
     CallSettled,
     Cap,
     CostRaised,
+    DestinationBurst,
     Fact,
     ForwardDone,
     PointsCharged,
@@ -45,9 +46,23 @@ from domain.gate import GATE_ENDED, GATE_FAIL, GATE_PASS, GATE_REJECTED, GATE_TI
 from domain.ids import derived_event_id
 from domain.index import CallEntry
 from domain.labels import OWNER, PLATFORM, disposition_taken
+from domain.outbound import Outbound
 from domain.policy import scoring_for
 from domain.rules import DAY_MS, MIN_MS, SECOND_MS, Rules, ScoringRules
-from domain.scoring import CallerView, Ending, Signals, prior_of, score_start, settle_spam_score, thresholds
+from domain.scoring import (
+    CallerView,
+    Ending,
+    Signals,
+    destination_burst,
+    destination_not_allowed,
+    destination_numbers,
+    one_rings,
+    prior_of,
+    score_start,
+    settle_spam_score,
+    thresholds,
+    transfer_not_allowed,
+)
 from domain.times import day_start_ms, format_ms
 
 NOT_ANSWERED = frozenset({"busy", "no-answer", "failed", "canceled"})
@@ -154,6 +169,12 @@ class StartContext(msgspec.Struct, frozen=True, gc=False):
     caller: CallerView = CallerView()
     patterns: frozenset[str] = frozenset()
     block: PublicBlock | None = None
+    # An outbound start's: the countries of the account's protected numbers (its default outbound countries),
+    # its outbound calls in the burst window (time, dialled number), and when the dialled number's one-ring
+    # calls to the account ended.
+    number_countries: frozenset[str] = frozenset()
+    outbound_calls: tuple[tuple[int, str], ...] = ()
+    one_ring_ends: tuple[int, ...] = ()
 
 
 class Outcome(msgspec.Struct, frozen=True, gc=False):
@@ -263,6 +284,11 @@ def start(state: CallState | None, event: CallStarted, context: StartContext, ru
     else:
         answer = score_start(event.call_id, signals(event, context, scoring), scoring)
     geo = event.attrs.get("geo")
+    burst = None
+    if event.direction == "outbound":
+        prefix, numbers = destination_numbers(context.outbound_calls, event.caller, event.at, scoring)
+        if destination_burst(len(numbers), scoring):
+            burst = DestinationBurst(prefix=prefix, numbers=numbers)
     decided = CallDecided(
         id=event.id,
         account_id=event.account_id,
@@ -281,6 +307,7 @@ def start(state: CallState | None, event: CallStarted, context: StartContext, ru
         received_at=event.received_at or event.at,
         answer=answer,
         credential=event.credential,
+        burst=burst,
     )
     return gated_start(event, new_call(event, decided), [decided], rules)
 
@@ -346,7 +373,7 @@ def signals(event: CallStarted, context: StartContext, rules: ScoringRules) -> S
         and caller.national[:digits] == number.national[:digits]
     )
     calls = context.caller_calls + 1
-    return Signals(
+    found = Signals(
         at=event.at,
         trusted=event.trusted,
         attestation=attrs.get("attestation"),
@@ -371,6 +398,27 @@ def signals(event: CallStarted, context: StartContext, rules: ScoringRules) -> S
             "network_bad_token_accounts": context.caller.bad_token_accounts,
             "network_good_token_accounts": context.caller.good_token_accounts,
         },
+    )
+    if event.direction != "outbound":
+        return found
+    return outbound_signals(found, event, context, rules)
+
+
+def outbound_signals(found: Signals, event: CallStarted, context: StartContext, rules: ScoringRules) -> Signals:
+    """An outbound start's signals: where it goes, as the account's settings stamped on it allow."""
+    settings = event.outbound or Outbound()
+    countries = context.number_countries if settings.countries is None else settings.countries
+    _, numbers = destination_numbers(context.outbound_calls, event.caller, event.at, rules)
+    rings = one_rings(context.one_ring_ends, event.at, rules)
+    return msgspec.structs.replace(
+        found,
+        outbound=True,
+        destination_not_allowed=destination_not_allowed(event.caller_info.country, countries),
+        transfer_not_allowed=transfer_not_allowed(event.caller, event.attrs.get("transfer") is True, settings.transfer),
+        destination_numbers_10m=len(numbers),
+        one_rings_24h=rings,
+        outbound_paused=settings.paused is not None,
+        checks={**found.checks, "destination_numbers_10m": len(numbers), "one_rings_24h": rings},
     )
 
 
@@ -497,6 +545,7 @@ def cost_raised(call: CallState, report: EndReport, received_at: int | None) -> 
             added=report.added,
             quiet=call.quiet,
             received_at=received_at or call.ended_at,
+            direction=call.direction,
         )
     ]
 
@@ -584,6 +633,8 @@ def settled_facts(call: CallState, rules: Rules, received_at: int | None = None)
         label=call.label,
         label_seq=call.label_seq,
         label_credential=call.label_credential,
+        direction=call.direction,
+        started_at=call.started_at,
     )
     facts: list[Fact] = [settled]
     if call.live.flags and not call.quiet:

@@ -14,10 +14,20 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from domain import ids
 from domain.accounts import GATE_REVIEW, GATE_UNAVAILABLE, NUMBER_REMOVED, PLANS, PLATFORMS, SCOPES, Account, Gate
 from domain.alerts import SEVERITY_RANK, TEST_REQUESTED
 from domain.channels import CHANNELS, DEFAULT_FLOOR, MAX_DESTINATIONS, allowed
+from domain.outbound import (
+    OUTBOUND_RESUMED,
+    OUTBOUND_SET,
+    OutboundError,
+    parse_settings,
+    settings_body,
+    settings_record,
+)
 from domain.people import ROLES, PeopleView, invited, new_setup_token, normal_email
 from domain.phone import normalise
 from domain.policy import POLICY_SET, PolicyError, parse_policy, policy_body, policy_record
@@ -147,6 +157,29 @@ def set_policy(account: Account | None, body: dict[str, Any], defaults: ScoringR
         raise Refused("invalid_field", field=refused.field) from refused
     record = {"kind": POLICY_SET, "account_id": found.id, "policy": policy_record(policy)}
     return Change(record, {"account_id": found.id, "policy": policy_body(policy, defaults)})
+
+
+def set_outbound(account: Account | None, body: dict[str, Any]) -> Change:
+    """The account's outbound settings (`domain.outbound.parse_settings`): what the body names changes, the
+    rest stays. Shown: every setting now in effect, and the pause."""
+    found = existing(account)
+    try:
+        settings = parse_settings(body, found.outbound)
+    except OutboundError as refused:
+        raise Refused("invalid_field", field=refused.field) from refused
+    record = {"kind": OUTBOUND_SET, "account_id": found.id, "outbound": settings_record(settings)}
+    return Change(record, {"account_id": found.id, "outbound": settings_body(settings)})
+
+
+def resume_outbound(account: Account | None) -> Change:
+    """The owner's resume after the kill switch paused the account's outbound; a resume with no pause in
+    force is refused, so the log holds no resume that ended nothing."""
+    found = existing(account)
+    if found.outbound is None or found.outbound.paused is None:
+        raise Refused("not_paused")
+    resumed = msgspec.structs.replace(found.outbound, paused=None)
+    record = {"kind": OUTBOUND_RESUMED, "account_id": found.id}
+    return Change(record, {"account_id": found.id, "outbound": settings_body(resumed)})
 
 
 def remove_number(account: Account | None, number: str) -> Change:

@@ -203,7 +203,7 @@ def _observe(
     w.seen = [*w.seen, fact.id][-SEEN_KEEP:]
     raised_at = fact.at
     if isinstance(fact, CallDecided):
-        found, quiet, raised_at = _decided(w, fact, rules), fact.quiet, fact.received_at
+        found, quiet, raised_at = _decided(w, fact, rules, scoring), fact.quiet, fact.received_at
         if not quiet:
             # Imported history is not how the platform reports its calls.
             w.reported_late_ms = max(0, fact.received_at - fact.at)
@@ -301,7 +301,7 @@ def charges(alert: Alert, number: str, at: int, scoring: ScoringRules) -> list[F
     ]
 
 
-def _decided(w: _Working, fact: CallDecided, rules: DetectorRules) -> list[Detection]:
+def _decided(w: _Working, fact: CallDecided, rules: DetectorRules, scoring: ScoringRules) -> list[Detection]:
     geo = fact.geo or {}
     entry = WindowCall(
         at=fact.at,
@@ -329,8 +329,26 @@ def _decided(w: _Working, fact: CallDecided, rules: DetectorRules) -> list[Detec
     found += volume_exceeded(w, fact, rules)
     found += volume_normal(w, fact.number, fact.at, rules)
     found += volume_spike(w, fact, rules)
+    found += destination_burst(fact, scoring)
     _remember_country(w, entry, rules)
     return found
+
+
+def destination_burst(fact: CallDecided, scoring: ScoringRules) -> list[Detection]:
+    """`outbound.destination_burst`: the start made a traffic-pumping run (`domain.scoring.destination_burst`,
+    counted over the account's outbound starts when it was decided); one alert per number and prefix."""
+    burst = fact.burst
+    if burst is None:
+        return []
+    data = {
+        "number": fact.number,
+        "call_id": fact.call_id,
+        "prefix": burst.prefix,
+        "numbers": list(burst.numbers),
+        "count": len(burst.numbers),
+        "window_min": scoring.burst_window_min,
+    }
+    return [Detection("outbound.destination_burst", f"{fact.number}|{burst.prefix}", fact.at, data)]
 
 
 def _window(w: _Working, at: int, minutes: int) -> list[WindowCall]:
@@ -563,6 +581,9 @@ def spend_exceeded(
         "usual": round(sum(past) / len(past), 2),
         "calls": bucket.calls,
     }
+    if fact.direction == "outbound":
+        # The spend an outbound call tipped over: with its kill switch on, the account's outbound pauses.
+        data["direction"] = "outbound"
     return [Detection("number.spend_exceeded", fact.number, at, data)]
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 
+from domain.outbound import Outbound
 from domain.policy import Policy
 
 
@@ -73,6 +74,9 @@ class CallStarted(Event, frozen=True, kw_only=True, tag="call.started"):
     # The account's scoring policy as of receipt (`domain.policy`), absent while it has none: a refold
     # scores the start with the policy it was answered with, and a shadow run swaps in its candidate.
     policy: Policy | None = None
+    # On an outbound start, the account's outbound settings and pause as of receipt (`domain.outbound`),
+    # absent while they are the defaults: a refold answers the start as it was answered.
+    outbound: Outbound | None = None
 
 
 class CallEnded(Event, frozen=True, kw_only=True, tag="call.ended"):

@@ -67,6 +67,13 @@ class Fact(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", gc=False
     at: int
 
 
+class DestinationBurst(msgspec.Struct, frozen=True, gc=False):
+    """An outbound start that made a traffic-pumping run: the prefix its numbers share, and the numbers."""
+
+    prefix: str
+    numbers: list[str]
+
+
 class CallDecided(Fact, frozen=True, kw_only=True, tag="call.decided"):
     """A start's score, decided once; `id` is the start event's id."""
 
@@ -84,6 +91,8 @@ class CallDecided(Fact, frozen=True, kw_only=True, tag="call.decided"):
     answer: ScoreResult
     # The start's credential (`domain.events.Event.credential`): a path token's weighs less network-wide.
     credential: str = "key"
+    # An outbound start that made a `destination_burst`: the number's detectors raise its alert.
+    burst: DestinationBurst | None = None
 
 
 class CallRefused(Fact, frozen=True, kw_only=True, tag="call.refused"):
@@ -116,6 +125,11 @@ class CallSettled(Fact, frozen=True, kw_only=True, tag="call.settled"):
     label: str | None = None
     label_seq: int = 0
     label_credential: str = "key"
+    # Which way the call went, and when it started: an inbound call that ended unanswered within seconds
+    # makes its caller a one-ring number to the account (`callback_to_one_ring`), and an outbound call's
+    # spend may pause the account's outbound.
+    direction: str = "inbound"
+    started_at: int | None = None
 
 
 class CallLabelled(Fact, frozen=True, kw_only=True, tag="call.labelled"):
@@ -145,6 +159,7 @@ class CostRaised(Fact, frozen=True, kw_only=True, tag="call.cost_raised"):
     added: float
     quiet: bool
     received_at: int
+    direction: str = "inbound"
 
 
 class NumberRemoved(Fact, frozen=True, kw_only=True, tag="number.removed"):

@@ -9,13 +9,14 @@ counts once.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
 from domain import keys, labels
-from domain.calls import CallState, StartContext, Stored
+from domain.calls import NOT_ANSWERED, CallState, StartContext, Stored
 from domain.detectors import pattern_matches
 from domain.events import KEY_CREDENTIAL, AnyEvent, CallStarted
 from domain.facts import (
@@ -38,8 +39,10 @@ from domain.facts import (
     PublicBlock,
 )
 from domain.labels import Mark
+from domain.outbound import SETTINGS_REASONS
+from domain.phone import parse_number
 from domain.rules import DAY_MS, HOUR_MS, Rules, ScoringRules
-from domain.scoring import CallerView, History, Last, agreed, prior_bad
+from domain.scoring import CallerView, History, Last, agreed, one_ring, prior_bad
 from domain.store import Store
 from domain.times import day_start_ms, format_ms
 
@@ -49,6 +52,11 @@ WINDOW_KEEP = 64
 # busy number's value, read and rewritten by each of its starts, at 48 counts.
 BUCKET_DAYS = 2
 PATTERNS_KEEP = 64
+# An account's outbound starts kept for the burst window: far more than its threshold, and a bound on the value
+# every outbound start of the account reads and rewrites.
+OUTBOUND_KEEP = 256
+# A caller's latest one-ring ends kept per account: one in the window is all the signal needs.
+ONE_RINGS_KEEP = 8
 # An account's own history of a caller keeps, beside it, the part its API keys posted once a path token has
 # posted too (without it, all of the history is its keys'): what its network agreement counts in full
 # (docs/rules.md, Network evidence). Only what `_agreement` reads and the folds into it write is kept there.
@@ -85,6 +93,13 @@ class FeatureView:
     def caller_calls(self, account: str, number: str, caller: str, since_ms: int, until_ms: int) -> int:
         times = self.store.get(K.caller_window(account, number, caller)) or []
         return sum(1 for t in times if since_ms < t <= until_ms)
+
+    def outbound_calls(self, account: str, since_ms: int, until_ms: int) -> tuple[tuple[int, str], ...]:
+        calls = self.store.get(K.outbound_calls(account)) or []
+        return tuple((t, n) for t, n in calls if since_ms < t <= until_ms)
+
+    def one_ring_ends(self, account: str, caller: str) -> tuple[int, ...]:
+        return tuple(self.store.get(K.one_rings(account, caller)) or ())
 
     def caller(self, caller: str) -> tuple[History, int | None, int]:
         """The caller's network history, when it was first seen and how many accounts it reached (its
@@ -367,6 +382,8 @@ class FeatureView:
             self.store.put(day, int(self.store.get(day) or 0) + 1)
         window = K.caller_window(account, number, caller)
         self.store.put(window, sorted([*(self.store.get(window) or []), at])[-WINDOW_KEEP:])
+        if fact.direction == "outbound":
+            self._outbound(account, caller, at)
         hours = self.hourly(account, number)
         bucket = str(at - at % HOUR_MS)
         hours[bucket] = hours.get(bucket, 0) + 1
@@ -386,6 +403,22 @@ class FeatureView:
         self._count_account(h, caller, account)
         self.store.put(K.history(caller), h)
         return True
+
+    def _outbound(self, account: str, dialled: str, at: int) -> None:
+        """The start in the account's burst window; what the newest start's window no longer holds goes."""
+        key = K.outbound_calls(account)
+        calls = sorted([*(self.store.get(key) or []), [at, dialled]])
+        newest = calls[-1][0]
+        kept = [c for c in calls if c[0] > newest - self.rules.burst_window_ms][-OUTBOUND_KEEP:]
+        self.store.put(key, kept)
+
+    def _one_ring(self, fact: CallSettled) -> None:
+        """An inbound call that ended unanswered within seconds: its caller is a one-ring number to the account."""
+        answered = fact.reason not in NOT_ANSWERED
+        if fact.started_at is None or not one_ring(fact.direction, answered, fact.started_at, fact.at, self.rules):
+            return
+        key = K.one_rings(fact.account_id, fact.caller)
+        self.store.put(key, sorted([*(self.store.get(key) or []), fact.at])[-ONE_RINGS_KEEP:])
 
     def _count_account(self, h: dict[str, Any], caller: str, account: str) -> None:
         """One key per account the caller reached, and their count in its history: a list of them, read by
@@ -410,6 +443,7 @@ class FeatureView:
     def _settled(self, fact: CallSettled) -> bool:
         if not self._once(K.settled(fact.account_id, fact.call_id), 1):
             return False
+        self._one_ring(fact)
         spam = fact.spam_score
         if fact.label_seq:
             self._settled_labelled(fact)
@@ -563,7 +597,8 @@ def _decided_into(h: dict[str, Any], fact: CallDecided) -> None:
 
 def _latest_start(h: dict[str, Any], fact: CallDecided) -> None:
     """The start's score as the history's latest, unless a later start holds it (a capped one has none)."""
-    if fact.answer.capped:
+    if fact.answer.capped or not SETTINGS_REASONS.isdisjoint(fact.answer.reasons):
+        # A start scored by what its account allows says nothing of the number it dialled.
         return
     start = {"score": round(fact.answer.score * 100), "at": fact.at}
     if h.get("start") is None or start["at"] >= h["start"]["at"]:
@@ -587,7 +622,7 @@ def context(view: FeatureView, state: Stored | None, event: AnyEvent, rules: Rul
         for p in view.patterns(account, number, at)
         if pattern_matches(p, caller, event.caller_info.country, zip_code)
     )
-    return StartContext(
+    found = StartContext(
         alias=view.alias_for(account, event.call_id, event.provider_call_id) if state is None else None,
         decided=view.decision(account, event.call_id),
         refused=view.refusal(event.id),
@@ -599,3 +634,18 @@ def context(view: FeatureView, state: Stored | None, event: AnyEvent, rules: Rul
         patterns=patterns,
         block=view.block(account, number, caller, at),
     )
+    if event.direction != "outbound":
+        return found
+    return msgspec.structs.replace(
+        found,
+        number_countries=frozenset({*(country_of(n) for n in numbers), event.number_info.country}),
+        outbound_calls=view.outbound_calls(account, at - rules.scoring.burst_window_ms, at),
+        one_ring_ends=view.one_ring_ends(account, caller),
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def country_of(number: str) -> str:
+    """A protected number's country, parsed once: every outbound start of its account asks for it."""
+    parsed = parse_number(number)
+    return parsed.country if parsed is not None else ""

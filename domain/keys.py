@@ -142,6 +142,16 @@ class View:
         return f"pts|{fact_id}"
 
     @staticmethod
+    def outbound_calls(account: str) -> str:
+        """The account's latest outbound starts (time, dialled number): the burst window."""
+        return f"obc|{account}"
+
+    @staticmethod
+    def one_rings(account: str, caller: str) -> str:
+        """When a caller's inbound calls to the account that ended unanswered within seconds ended."""
+        return f"ring|{account}|{caller}"
+
+    @staticmethod
     def delivery(alert_id: str) -> str:
         return f"dlv|{alert_id}"
 

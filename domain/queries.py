@@ -17,6 +17,7 @@ from domain.calls import Alias, CallState, public_call, signals
 from domain.events import CallerInfo, CallStarted, NumberInfo
 from domain.features import FeatureView, context
 from domain.index import AlertEntry, CallEntry, CallFilter, Hours, Position, Scan, decode_cursor, seek, sort_key
+from domain.outbound import Outbound
 from domain.policy import Policy, scoring_for
 from domain.rules import DAY_MS, HOUR_MS, Rules
 from domain.scoring import score_start
@@ -60,6 +61,9 @@ class ScoreQuestion(Question, frozen=True, kw_only=True, tag="score"):
     number_info: NumberInfo
     caller_info: CallerInfo
     policy: Policy | None = None
+    # An outbound question is scored as an outbound start is: where it goes, by the account's settings.
+    direction: str = "inbound"
+    outbound: Outbound | None = None
 
 
 class ReputationQuestion(Question, frozen=True, kw_only=True, tag="reputation"):
@@ -287,6 +291,8 @@ def score_only(question: ScoreQuestion, view: FeatureView, rules: Rules) -> dict
         number_info=question.number_info,
         caller_info=question.caller_info,
         trusted=question.trusted,
+        direction=question.direction,
+        outbound=question.outbound,
     )
     found = context(view, None, probe, rules)
     scoring = scoring_for(rules.scoring, question.policy)

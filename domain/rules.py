@@ -46,6 +46,13 @@ class ScoringRules:
             "geo_cluster": 0.35,
             "prior_bad": 0.50,
             "forwarded": 0.05,
+            # Outbound starts only (docs/rules.md, Outbound guard); a weight of 1 is a certainty, never relieved.
+            "destination_not_allowed": 1.0,
+            "premium_rate_destination": 0.85,
+            "transfer_not_allowed": 1.0,
+            "destination_burst": 0.75,
+            "callback_to_one_ring": 0.60,
+            "outbound_paused": 1.0,
         }
     )
     # Reasons an account's policy switched off (`domain.policy`): they neither move the score nor show.
@@ -65,6 +72,14 @@ class ScoringRules:
     # carriers and their logs all hold, so two leaked tokens must not speak for the network.
     network_token_weight: float = 0.5
     neighbor_digits: int = 6
+    # Traffic pumping: this many outbound calls of an account to distinct numbers sharing their first digits
+    # (E.164, country code included) within the window.
+    burst_numbers: int = 5
+    burst_digits: int = 8
+    burst_window_min: int = 10
+    # A one-ring caller: an inbound call that ended unanswered this soon after its start, within the window.
+    one_ring_s: int = 5
+    one_ring_window_h: int = 24
     # Points charged to a caller (`prior.points`): per alert naming it, by severity, and per live flag.
     alert_points: Mapping[str, float] = _frozen({"info": 1, "threat": 3, "critical": 5})
     flag_points: int = 1
@@ -80,6 +95,14 @@ class ScoringRules:
     @property
     def rate_window_ms(self) -> int:
         return self.rate_window_min * MIN_MS
+
+    @property
+    def burst_window_ms(self) -> int:
+        return self.burst_window_min * MIN_MS
+
+    @property
+    def one_ring_window_ms(self) -> int:
+        return self.one_ring_window_h * HOUR_MS
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
+
 import msgspec
 
 from domain.facts import LastCall, Prior, PublicBlock, ScoreResult, Thresholds
-from domain.rules import DAY_MS, ScoringRules
+from domain.rules import DAY_MS, SECOND_MS, ScoringRules
 
 
 class Last(msgspec.Struct, frozen=True, gc=False):
@@ -99,6 +101,14 @@ class Signals(msgspec.Struct, frozen=True, gc=False):
     patterns: frozenset[str] = frozenset()
     caller: CallerView = CallerView()
     checks: dict[str, int] = {}
+    # An outbound start (docs/rules.md, Outbound guard): `caller` is the dialled number, and where it goes
+    # is scored too.
+    outbound: bool = False
+    destination_not_allowed: bool = False
+    transfer_not_allowed: bool = False
+    destination_numbers_10m: int = 0
+    one_rings_24h: int = 0
+    outbound_paused: bool = False
 
 
 ATTESTATION_REASONS = {
@@ -133,7 +143,7 @@ def risk_signals(s: Signals, rules: ScoringRules) -> list[str]:
     elif s.neighbor:
         reasons.append("neighbor_spoof")
     if s.premium:
-        reasons.append("premium_rate_caller")
+        reasons.append("premium_rate_destination" if s.outbound else "premium_rate_caller")
     if s.caller_calls_10m > rules.rate_max_calls:
         reasons.append("rate_exceeded")
     reasons.extend(sorted(s.patterns))
@@ -141,7 +151,67 @@ def risk_signals(s: Signals, rules: ScoringRules) -> list[str]:
         reasons.append("prior_bad")
     if s.forwarded:
         reasons.append("forwarded")
+    if s.outbound:
+        reasons.extend(outbound_signals(s, rules))
     return reasons
+
+
+def outbound_signals(s: Signals, rules: ScoringRules) -> list[str]:
+    """The reasons only an outbound start has, beside `premium_rate_destination`."""
+    reasons = []
+    if s.destination_not_allowed:
+        reasons.append("destination_not_allowed")
+    if s.transfer_not_allowed:
+        reasons.append("transfer_not_allowed")
+    if destination_burst(s.destination_numbers_10m, rules):
+        reasons.append("destination_burst")
+    if s.one_rings_24h > 0:
+        reasons.append("callback_to_one_ring")
+    if s.outbound_paused:
+        reasons.append("outbound_paused")
+    return reasons
+
+
+def destination_not_allowed(country: str, allowed: Collection[str]) -> bool:
+    """The dialled number's country is not one the account's agents may dial."""
+    return country not in allowed
+
+
+def transfer_not_allowed(number: str, transfer: bool, allowed: Iterable[str]) -> bool:
+    """A transfer to a number no entry of the list matches: an entry is an exact number or a prefix of one,
+    and an exact number is its own longest prefix, so one test serves both; an empty list allows none."""
+    return transfer and not any(number.startswith(entry) for entry in allowed)
+
+
+def destination_prefix(number: str, rules: ScoringRules) -> str:
+    """The E.164 prefix a traffic-pumping run shares: `+` and the first digits, country code included."""
+    return number[: rules.burst_digits + 1]
+
+
+def destination_numbers(
+    calls: Iterable[tuple[int, str]], number: str, at: int, rules: ScoringRules
+) -> tuple[str, list[str]]:
+    """The prefix of `number`, and the distinct numbers sharing it among the account's outbound `calls`
+    (time, dialled number) within the burst window up to `at`, this start's number included."""
+    prefix = destination_prefix(number, rules)
+    since = at - rules.burst_window_ms
+    numbers = {n for t, n in calls if since < t <= at and destination_prefix(n, rules) == prefix}
+    return prefix, sorted(numbers | {number})
+
+
+def destination_burst(numbers: int, rules: ScoringRules) -> bool:
+    """This start makes `burst_numbers` or more distinct numbers under one prefix within the window."""
+    return numbers >= rules.burst_numbers
+
+
+def one_ring(direction: str, answered: bool, started_at: int, ended_at: int, rules: ScoringRules) -> bool:
+    """An inbound call that ended unanswered within `one_ring_s` of its start: the bait of a callback scam."""
+    return direction == "inbound" and not answered and ended_at - started_at <= rules.one_ring_s * SECOND_MS
+
+
+def one_rings(ends: Iterable[int], at: int, rules: ScoringRules) -> int:
+    """How many of a number's one-ring calls to the account ended within the window before `at`."""
+    return sum(1 for t in ends if at - rules.one_ring_window_ms < t <= at)
 
 
 def prior_bad(history: History, rules: ScoringRules) -> bool:
@@ -179,7 +249,9 @@ def score_start(call_id: str, s: Signals, rules: ScoringRules) -> ScoreResult:
             prior=prior_of(s.caller.history, s.at),
         )
 
-    if s.trusted:
+    paused = s.outbound_paused and "outbound_paused" not in rules.off and rules.weights["outbound_paused"] > 0
+    # The kill switch stops every outbound start of the account, a trusted number's too.
+    if s.trusted and not paused:
         return result(0.0, ["trusted"])
     if s.block is not None:
         return result(1.0, ["blocked"])
@@ -190,7 +262,9 @@ def score_start(call_id: str, s: Signals, rules: ScoringRules) -> ScoreResult:
         keep *= 1.0 - weight
     score = 1.0 - keep
     reasons = [r for _, r in weighted]
-    if score > 0 and "prior_good" not in rules.off and prior_good(s.caller.evidence, rules):
+    # A certainty (a destination or transfer the account forbids, a paused outbound) is not relieved.
+    certain = bool(weighted) and weighted[0][0] >= 1.0
+    if score > 0 and not certain and "prior_good" not in rules.off and prior_good(s.caller.evidence, rules):
         score *= rules.prior_good_relief
         reasons.append("prior_good")
     return result(round(score, 4), reasons)

@@ -29,6 +29,7 @@ from domain.events import (
     TurnStarted,
 )
 from domain.labels import LABELS
+from domain.outbound import Outbound
 from domain.phone import Number, parse_number
 from domain.policy import Policy
 from domain.rules import DAY_MS, LimitRules
@@ -78,6 +79,8 @@ class Stamp:
     trusted: frozenset[str] = frozenset()
     credential: str = KEY_CREDENTIAL
     policy: Policy | None = None
+    # The account's outbound settings and pause (`domain.outbound`), stamped on its outbound starts only.
+    outbound: Outbound | None = None
 
 
 def text_hash(text: str) -> str:
@@ -128,7 +131,7 @@ def parse_event(body: dict[str, Any], stamp: Stamp, bounds: TimeBounds) -> AnyEv
         "at": _at(body, stamp.received_at, bounds),
     }
     if kind == "call.started":
-        started = _started(body, common, stamp.trusted, stamp.policy)
+        started = _started(body, common, stamp)
         refusal = None if started.quiet else bounds.start_too_old(started.at, stamp.received_at)
         if refusal is not None:
             raise refusal
@@ -203,9 +206,7 @@ def _number(body: dict[str, Any], name: str) -> Number:
     return number
 
 
-def _started(
-    body: dict[str, Any], common: dict[str, Any], trusted: frozenset[str], policy: Policy | None
-) -> CallStarted:
+def _started(body: dict[str, Any], common: dict[str, Any], stamp: Stamp) -> CallStarted:
     to = _number(body, "to")
     frm = _number(body, "from")
     direction = body.get("direction", "inbound")
@@ -232,8 +233,9 @@ def _started(
         cost_breakdown=_breakdown(body),
         attrs=_attrs(body),
         provider_call_id=_optional_id(body, "provider_call_id"),
-        trusted=other.e164 in trusted,
-        policy=policy,
+        trusted=other.e164 in stamp.trusted,
+        policy=stamp.policy,
+        outbound=stamp.outbound if direction == "outbound" else None,
     )
 
 
@@ -354,6 +356,11 @@ def _attrs(body: dict[str, Any]) -> dict[str, Any]:
             attrs[name] = ATTESTATIONS[item.lower()]
         elif name in ATTR_TEXTS:
             attrs[name] = _attr_text(item, f"attrs.{name}")
+        elif name == "transfer":
+            # An outbound start that transfers the caller on: `transfer_not_allowed` reads it.
+            if not isinstance(item, bool):
+                raise invalid_field("attrs.transfer")
+            attrs[name] = item
         elif name == "forwarded_from":
             forwarded = parse_number(item)
             if forwarded is None:

@@ -145,6 +145,46 @@ def policy_section() -> list[str]:
     ]
 
 
+def outbound_section(rules: Rules) -> list[str]:
+    scoring, detectors = rules.scoring, rules.detectors
+    return [
+        "## Outbound guard",
+        "",
+        'An agent about to dial posts `call.started` with `direction: "outbound"` (`from` the protected number,',
+        "`to` the number it dials) and dials only on `allow`. Beside the reasons above (a premium-rate or",
+        "shared-cost number dialled is `premium_rate_destination`, not `premium_rate_caller`), an outbound start has:",
+        "",
+        "| reason | signal |",
+        "|---|---|",
+        "| `destination_not_allowed` | the dialled country is not one of the account's outbound countries"
+        " (default: the countries of its protected numbers) |",
+        "| `premium_rate_destination` | the dialled number is premium-rate or shared-cost (UAN and toll-free"
+        " are not) |",
+        "| `transfer_not_allowed` | `attrs.transfer: true` and the number matches no entry of the account's transfer"
+        " list (an entry is an exact E.164 number or an E.164 prefix); an empty list allows none |",
+        f"| `destination_burst` | this start makes {scoring.burst_numbers} or more of the account's outbound calls"
+        f" within {scoring.burst_window_min} min to distinct numbers sharing their first {scoring.burst_digits}"
+        " E.164 digits, country code included (`checks.destination_numbers_10m`) |",
+        "| `callback_to_one_ring` | the dialled number placed an inbound call to the account in the last"
+        f" {scoring.one_ring_window_h} h that ended unanswered within {scoring.one_ring_s} s of its start"
+        " (`checks.one_rings_24h`) |",
+        "| `outbound_paused` | the account's outbound is paused (below); it stops a trusted number too |",
+        "",
+        "A reason weighted 1 is a certainty: its start scores 1, action `reject`, with no `prior_good` relief, and",
+        "its score does not become the dialled number's history (the account's settings say nothing of the",
+        "number). Settings per account: `callscreen outbound set --account A [--countries US,CA] [--transfer",
+        "+1415...,+44...] [--pause-on critical|off]` or the dashboard's Outbound page; `callscreen outbound show`.",
+        "Kill switch: with `pause_on` `critical` (the default), a `number.spend_exceeded` tipped over by an",
+        "outbound call (`data.direction: outbound`) or an `outbound.destination_burst` pauses all outbound starts",
+        "of the account (`outbound_paused`) and raises one `outbound.paused` (`data.number`, `cause`, `alert_id`)",
+        "until `callscreen outbound resume --account A` or the dashboard's Resume. Settings, pause and resume are",
+        "records on the accounts topic, and the edge stamps them on each outbound start, so a rebuild answers it",
+        f"again as it was answered. `outbound.destination_burst` cools down per number and prefix for"
+        f" {detectors.cooldown_min} min.",
+        "",
+    ]
+
+
 def flags_section() -> list[str]:
     lines = ["## Live flags", "", "| flag | raises `call.suspicious` |", "|---|---|"]
     lines += [f"| `{flag}` | {'yes' if flag in ALERT_LEVEL else 'no'} |" for flag in FLAGS]
@@ -169,6 +209,7 @@ def rules_page(rules: Rules | None = None) -> str:
     for name in CONCERNS:
         lines += concern_section(name, getattr(rules, name))
     lines += reasons_section(rules) + network_section(rules) + labels_section(rules) + policy_section()
+    lines += outbound_section(rules)
     lines += flags_section() + alerts_section()
     return "\n".join(lines).rstrip() + "\n"
 

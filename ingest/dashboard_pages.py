@@ -15,6 +15,7 @@ from domain import commands, keys
 from domain.accounts import PLANS, PLATFORMS, Account
 from domain.channels import CHANNELS, DEFAULT_FLOOR, PLAN_CHANNELS
 from domain.index import AlertEntry, CallEntry
+from domain.outbound import settings_body
 from domain.phone import parse_number
 from domain.policy import RELIEF_REASONS, policy_body
 from domain.queries import AlertGet, AlertsList, CallGet, CallsList, NumbersList
@@ -406,6 +407,37 @@ async def policy_set(request: web.Request) -> web.Response:
     raise web.HTTPSeeOther(f"{PREFIX}/policy?saved=1")
 
 
+async def outbound(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    settings = settings_body(account_of(me, request).outbound)
+    changed = request.query.get("saved") == "1"
+    return page(
+        request, "outbound.html", me, outbound=settings, saved=changed, resumed=request.query.get("resumed") == "1"
+    )
+
+
+def outbound_form(form: dict[str, str]) -> dict[str, Any]:
+    """The Outbound page's form as a `domain.outbound.parse_settings` body: empty countries go back to the
+    protected numbers' countries, an empty transfer list allows no transfer."""
+    countries = [item.strip() for item in form.get("countries", "").replace(",", " ").split() if item.strip()]
+    transfer = [item.strip() for item in form.get("transfer", "").replace(",", " ").split() if item.strip()]
+    return {"countries": countries or None, "transfer": transfer, "pause_on": form.get("pause_on", "")}
+
+
+async def outbound_set(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    form = await form_of(request, me)
+    await append_change(request, commands.set_outbound(account_of(me, request), outbound_form(form)))
+    raise web.HTTPSeeOther(f"{PREFIX}/outbound?saved=1")
+
+
+async def outbound_resume(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    await form_of(request, me)
+    await append_change(request, commands.resume_outbound(account_of(me, request)))
+    raise web.HTTPSeeOther(f"{PREFIX}/outbound?resumed=1")
+
+
 @dataclass(frozen=True)
 class Platform:
     """How the Integrations page names a platform, its secret, and where its URL goes."""
@@ -521,13 +553,19 @@ def refused_page(handler: Any) -> Any:
             status = 402 if str(refused) == "plan_required" else 404 if str(refused).startswith("unknown") else 400
             message = REFUSALS.get(str(refused), f"That change was refused ({refused}).")
             if str(refused) == "invalid_field":
-                message = f"That policy was refused at {refused.context.get('field')}: {POLICY_RULE}"
+                field = str(refused.context.get("field"))
+                message = (
+                    f"That policy was refused at {field}: {POLICY_RULE}"
+                    if field.startswith("policy")
+                    else f"Those outbound settings were refused at {field}: {OUTBOUND_RULE}"
+                )
             raise PageError(status, message) from refused
 
     return run
 
 
 POLICY_RULE = "thresholds and weights are numbers from 0 to 1, and review is at most reject."
+OUTBOUND_RULE = "countries are two-letter codes (US, CA); transfer entries are E.164 numbers or prefixes (+1415)."
 REFUSALS = {
     "plan_required": "Text and voice alerts need the Guard plan.",
     "key_limit": "This account has as many keys as it may hold: revoke one first.",
@@ -541,6 +579,7 @@ REFUSALS = {
     "invalid_secret": "Enter the platform's secret.",
     "invalid_key": "LiveKit signs its webhooks with an API key and its secret: enter both.",
     "integration_not_configured": "That platform has no secret saved: there is nothing to remove.",
+    "not_paused": "Outbound calls are not paused: there is nothing to resume.",
 }
 
 
@@ -575,5 +614,8 @@ def add_routes(app: web.Application) -> None:
     get(f"{PREFIX}/policy", policy)
     post(f"{PREFIX}/policy", refused_page(policy_set))
     post(f"{PREFIX}/trusted/{{action:add|remove}}", refused_page(trusted_change))
+    get(f"{PREFIX}/outbound", outbound)
+    post(f"{PREFIX}/outbound", refused_page(outbound_set))
+    post(f"{PREFIX}/outbound/resume", refused_page(outbound_resume))
     get(f"{PREFIX}/plan", plan)
     post(f"{PREFIX}/plan", refused_page(plan_set))

@@ -19,7 +19,14 @@ async def post_event(request: web.Request) -> web.Response:
     body = await guards.json_object(request)
     account = principal.account
     stamp = Stamp(
-        uuid.uuid4().hex, account.id, account.plan, now_ms(), account.trusted, principal.credential, account.policy
+        uuid.uuid4().hex,
+        account.id,
+        account.plan,
+        now_ms(),
+        account.trusted,
+        principal.credential,
+        account.policy,
+        account.outbound,
     )
     event = parse_event(body, stamp, TimeBounds.of(edge.settings.rules.limits))
     edge.charge_bytes(account.id, len(await request.read()))

@@ -154,7 +154,16 @@ def _event(
     form: MultiDict[str] | None,
 ) -> AnyEvent:
     account = principal.account
-    stamp = Stamp(event_id, account.id, account.plan, now_ms(), account.trusted, principal.credential, account.policy)
+    stamp = Stamp(
+        event_id,
+        account.id,
+        account.plan,
+        now_ms(),
+        account.trusted,
+        principal.credential,
+        account.policy,
+        account.outbound,
+    )
     event = parse_event(body, stamp, TimeBounds.of(edge.settings.rules.limits))
     if isinstance(event, CallEnded):
         # The platform ended the call; Twilio's status callback also says how long it ran.

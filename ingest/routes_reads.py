@@ -170,6 +170,8 @@ async def get_score(request: web.Request) -> web.Response:
         at=now_ms(),
         trusted=other.e164 in account.trusted,
         policy=account.policy,
+        direction=direction,
+        outbound=account.outbound if direction == "outbound" else None,
         number_info=NumberInfo(country=protected.country, national=protected.national),
         caller_info=CallerInfo(
             country=other.country, national=other.national, valid=other.valid, premium=other.premium

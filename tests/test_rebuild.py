@@ -11,10 +11,19 @@ import pytest
 
 from callscreen.admin import Admin
 from domain import commands
+from domain.rules import HOUR_MS, MIN_MS
 from infra.settings import Settings
 from tests.service import AccountKeys, RunningService, create_account, rebuild, settled, wait_for_status
 from tests.topics import read_topic
-from tests.traffic import assert_same_answers, past_every_window, post_all, script, snapshot
+from tests.traffic import (
+    assert_same_answers,
+    outbound_in_effect,
+    outbound_start,
+    past_every_window,
+    post_all,
+    script,
+    snapshot,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -45,6 +54,25 @@ async def test_rebuild_gives_byte_identical_answers_and_no_new_alert_or_delivery
     own = {a["thresholds"]["reject"] for status, a in posted[1] if status == 200 and "thresholds" in a}
     assert own == {0.6}
     callers = sorted({b["from"] for b in plans[0] if b["type"] == "call.started"})[:20]
+    # One account guards its agents' outbound calls, with settings of its own, and a burst pauses it: a rebuild
+    # must answer its outbound starts as they were answered and hold the same pause, raising nothing again.
+    guarded = accounts[0]
+    async with Admin(settings) as admin:
+        await admin.outbound_set(guarded.account_id, {"countries": ["US", "CA"], "transfer": ["+1202555"]})
+    await outbound_in_effect(http, base_url, guarded, "+16135550123", [])
+    dialled = [outbound_start(f"out-{i}", base - HOUR_MS + i * MIN_MS, f"+12025550{i + 1}00") for i in range(5)]
+    dialled.append(outbound_start("out-ca", base - HOUR_MS + 5 * MIN_MS, "+16135550123"))
+    dialled.append(outbound_start("out-transfer", base - HOUR_MS + 5 * MIN_MS, "+12025559999", transfer=True))
+    outbound_answers = await post_all(http, base_url, guarded, dialled)
+    assert [a["reasons"] for _, a in outbound_answers] == [[], [], [], [], ["destination_burst"], [], []]
+    await outbound_in_effect(http, base_url, guarded, "+19197770801", ["outbound_paused"])
+    (_, paused_start), *_ = await post_all(
+        http, base_url, guarded, [outbound_start("out-paused", base - HOUR_MS + 6 * MIN_MS, "+19197770801")]
+    )
+    assert (paused_start["action"], paused_start["reasons"]) == ("reject", ["outbound_paused"])
+    async with Admin(settings) as admin:
+        outbound_before = await admin.outbound_show(guarded.account_id)
+    assert outbound_before["outbound"]["paused"]["cause"] == "outbound.destination_burst"
     # An owner's "send a test alert" (an accounts record a worker turns into one alert.test): raised once.
     async with Admin(settings) as admin:
         await admin.change(
@@ -73,6 +101,9 @@ async def test_rebuild_gives_byte_identical_answers_and_no_new_alert_or_delivery
     assert_same_answers(after, before)
     assert len(await read_topic(settings, settings.topic("alerts"))) == alerts_before
     assert len(await alerts_of_type(settings, "alert.test")) == 1
+    assert len(await alerts_of_type(settings, "outbound.paused")) == 1
+    async with Admin(settings) as admin:
+        assert await admin.outbound_show(guarded.account_id) == outbound_before
     assert len(await read_topic(settings, settings.topic("deliveries"))) == deliveries_before
 
 

@@ -25,6 +25,7 @@ from infra.clock import now_ms
 from tests.service import AccountKeys, RunningService
 from tests.test_alerts import NUMBER, Traffic
 from tests.topics import read_topic
+from tests.traffic import outbound_in_effect, outbound_start
 
 pytestmark = pytest.mark.pipeline
 
@@ -60,11 +61,21 @@ DRIVEN = {
         "trusted.removed",
         "secret.rotated",
         "webhook.set",
+        "outbound.set",
+        "outbound.paused",
+        "outbound.resumed",
     },
     "decisions": {"call.decided", "call.refused", "call.settled", "call.labelled", "block.placed", "pattern.active"},
     "deliveries": {"delivery.skipped"},
     "billing": {"payment.failed"},
-    "alerts": {"caller.rate_exceeded", "caller.rotating_numbers", "call.long_running", "billing.payment_failed"},
+    "alerts": {
+        "caller.rate_exceeded",
+        "caller.rotating_numbers",
+        "call.long_running",
+        "billing.payment_failed",
+        "outbound.destination_burst",
+        "outbound.paused",
+    },
 }
 OTHER_NUMBER = "+14155552672"
 UNREGISTERED = "+14155552699"
@@ -190,6 +201,13 @@ async def drive(d: Driver) -> None:
     assert "rate_exceeded" in answer["reasons"]
     for i, caller in enumerate(ROTATING):
         await t.start(caller, 30 + i * 0.2, to=OTHER_NUMBER)
+    # An agent's outbound calls: a burst under one prefix, which pauses the account's outbound, and a start
+    # stamped with the pause once it reaches the edge.
+    for i in range(5):
+        await t.post(outbound_start(f"out{i}", t.base + (40 + i) * 60_000, f"+12025550{i + 1}00"))
+    await outbound_in_effect(d.http, d.base_url, d.account, "+19197770801", ["outbound_paused"])
+    paused = await t.post(outbound_start("out-paused", t.base + 45 * 60_000, "+19197770801", transfer=True))
+    assert paused["reasons"] == ["outbound_paused", "transfer_not_allowed"]
 
 
 async def administer(settings: Any, account_id: str) -> None:
@@ -203,6 +221,9 @@ async def administer(settings: Any, account_id: str) -> None:
         await admin.trusted("remove", account_id, "+12025550111")
         await admin.secret_rotate(account_id)
         await admin.payment_failed(account_id, 1999, 1)
+        await admin.outbound_set(account_id, {"countries": ["US"], "transfer": ["+1202555"], "pause_on": "critical"})
+        # The burst's pause (a worker's record) is in the view: the owner resumes.
+        await admin.outbound_resume(account_id)
 
 
 def kind_of(topic: str, value: dict[str, Any]) -> str:

@@ -181,3 +181,22 @@ def differences(now: Any, before: Any, path: str) -> list[str]:
     if isinstance(now, list) and isinstance(before, list) and len(now) == len(before):
         return [d for i, (a, b) in enumerate(zip(now, before, strict=True)) for d in differences(a, b, f"{path}[{i}]")]
     return [] if orjson.dumps(now) == orjson.dumps(before) else [f"{path}: {now!r} != {before!r}"]
+
+
+def outbound_start(call_id: str, at: int, to: str, **attrs: Any) -> dict[str, Any]:
+    """An agent's outbound start from the protected number +14155552671."""
+    body = {"type": "call.started", "call_id": call_id, "direction": "outbound", "from": "+14155552671", "to": to}
+    return {**body, "at": format_ms(at), "attrs": attrs}
+
+
+async def outbound_in_effect(
+    http: aiohttp.ClientSession, base_url: str, account: AccountKeys, to: str, reasons: list[str]
+) -> None:
+    """Once an outbound start to `to` would get `reasons`: the account's outbound records reached the edge."""
+    url = f"{base_url}/v1/score?to={to.replace('+', '%2B')}&from=%2B14155552671&direction=outbound"
+    for _ in range(100):
+        async with http.get(url, headers=account.headers) as r:
+            if (await r.json())["reasons"] == reasons:
+                return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"an outbound start to {to} never got {reasons}")

@@ -20,6 +20,7 @@ from domain.alerts import (
 from domain.billing import LastAlerted, PaymentFailed
 from domain.facts import NumberRemoved
 from domain.index import AlertEntry
+from domain.outbound import OUTBOUND_KINDS, KillSwitch, folded, trip
 from domain.rules import MIN_MS
 from domain.times import parse_ms
 from processors.folds.parts import Parts
@@ -29,17 +30,20 @@ from processors.folds.shell import Pending, Record, each_record
 def register(w: Parts) -> None:
     w.tables.table("alert_store")
     w.tables.table("billing")
+    w.tables.table("outbound")
 
     async def store_one(record: Record, pending: Pending, replay: bool) -> None:
         # Stored on a replay too: the store is this fold's own table.
-        store_alert(w, record)
+        alert = store_alert(w, record)
+        if not replay:
+            await kill_switch(w, alert, pending)
 
     each_record(w, "alerts", store_one)
     each_record(w, "accounts", lambda record, pending, replay: fold_account_change(w, record, pending, replay))
     each_record(w, "billing", lambda record, pending, replay: fold_payment(w, record, pending, replay))
 
 
-def store_alert(w: Parts, record: Record) -> None:
+def store_alert(w: Parts, record: Record) -> Alert:
     alert = msgspec.json.decode(record.value, type=Alert)
     key = keys.alert(alert.account_id, alert.id)
     if w.tables.get("alert_store", key, Alert) is None:
@@ -51,11 +55,36 @@ def store_alert(w: Parts, record: Record) -> None:
     if eviction is not None:
         for alert_id in eviction.items:
             w.tables.delete("alert_store", keys.alert(eviction.account, alert_id))
+    return alert
+
+
+async def kill_switch(w: Parts, alert: Alert, pending: Pending) -> None:
+    """A cause on an outbound number pauses the account's outbound (docs/rules.md, Outbound guard): the pause
+    is a record on the accounts topic, which the edge stamps on the next outbound starts, and one
+    `outbound.paused` alert. The alerts and accounts topics are both keyed by account, so the fold that
+    sees an account's alerts folds its outbound records too."""
+    tripped = trip(
+        w.tables.get("outbound", alert.account_id, KillSwitch), alert, w.rules.detectors.cooldown_min * MIN_MS
+    )
+    if tripped is None:
+        return
+    # Kept before the record comes back, so a second cause in between pauses nothing more.
+    w.tables.put("outbound", alert.account_id, tripped.state)
+    pending.append(await w.appender.append("accounts", alert.account_id, tripped.record))
+    if tripped.alert is not None:
+        pending.append(await w.appender.append("alerts", alert.account_id, tripped.alert))
 
 
 async def fold_account_change(w: Parts, record: Record, pending: Pending, replay: bool) -> None:
     change = msgspec.json.decode(record.value)
-    if not isinstance(change, dict) or replay:
+    if not isinstance(change, dict):
+        return
+    if change.get("kind") in OUTBOUND_KINDS:
+        # On a replay too: the kill switch is this fold's own table.
+        account = str(change["account_id"])
+        w.tables.put("outbound", account, folded(w.tables.get("outbound", account, KillSwitch), change))
+        return
+    if replay:
         return
     if change.get("kind") == TEST_REQUESTED:
         alert = requested_test(msgspec.convert(change, AlertTestRequest))

@@ -19,6 +19,9 @@ from playwright.async_api import Browser, Page, expect
 
 import schemas
 from callscreen.admin import Admin
+from domain.outbound import pause_record
+from domain.times import format_ms
+from infra.clock import now_ms
 from tests.browser.conftest import AXE, PASSWORD, new_person, signed_in, signed_up
 from tests.service import RunningService, wait_for_status
 from tests.smtp_server import SmtpServer
@@ -161,6 +164,63 @@ async def test_a_policy_saved_on_the_page_scores_the_next_call_and_restores(
     restored = await post_event(http, url, {**started("p-3", "+12125550133"), "attrs": failed}, key)
     assert (restored["score"], restored["action"]) == (0.55, "review")
     assert restored["thresholds"] == {"review": 0.5, "reject": 0.8}
+
+
+async def test_outbound_settings_saved_on_the_page_answer_the_next_outbound_call_and_a_pause_resumes(
+    dash: RunningService, browser: Browser, http: aiohttp.ClientSession
+) -> None:
+    owner = await new_person(dash, http)
+    page = await signed_up(browser, dash, owner)
+    url, key = f"{dash.base_url}/v1/events", owner.account.key
+    account_id = owner.account.account_id
+
+    def dialled(call_id: str, to: str) -> dict[str, object]:
+        return {"type": "call.started", "call_id": call_id, "direction": "outbound", "from": NUMBER, "to": to}
+
+    before = await post_event(http, url, dialled("o-1", "+16135550123"), key)
+    assert (before["action"], before["reasons"]) == ("reject", ["destination_not_allowed"])
+    await page.goto("/dashboard/outbound")
+    await page.fill("#o-countries", "US, CA")
+    await page.fill("#o-transfer", "+1202555")
+    await page.click("text=Save outbound settings")
+    await expect(page.get_by_role("status")).to_contain_text("Saved")
+    await expect(page.locator("#o-countries")).to_have_value("CA, US")
+    after = await post_event(http, url, dialled("o-2", "+16135550123"), key)
+    assert (after["action"], after["reasons"]) == ("allow", [])
+    await page.fill("#o-countries", "Canada")
+    await page.click("text=Save outbound settings")
+    await expect(page.locator("main")).to_contain_text("Those outbound settings were refused at countries")
+    alert = "alrt_" + "b" * 20
+    async with Admin(dash.settings) as admin:
+        await admin.append(pause_record(account_id, alert, "number.spend_exceeded", NUMBER, format_ms(now_ms())))
+    await wait_for_paused(http, dash.base_url, key)
+    await page.goto("/dashboard/outbound")
+    await expect(page.locator("main")).to_contain_text("Outbound calls are paused")
+    await page.click("text=Resume outbound calls")
+    await expect(page.get_by_role("status")).to_contain_text("Resumed")
+    resumed = await post_event(http, url, dialled("o-resumed", "+12025550143"), key)
+    assert (resumed["action"], resumed["reasons"]) == ("allow", [])
+    async with Admin(dash.settings) as admin:
+        shown = await admin.outbound_show(account_id)
+    assert shown["outbound"] == {
+        "countries": ["CA", "US"],
+        "transfer": ["+1202555"],
+        "pause_on": "critical",
+        "paused": None,
+    }
+
+
+async def wait_for_paused(http: aiohttp.ClientSession, base_url: str, key: str, timeout_s: float = 5.0) -> None:
+    """Once the edge answers outbound starts paused (the pause record folds within a second); asked with
+    `GET /v1/score`, which records nothing."""
+    deadline = time.monotonic() + timeout_s
+    query = "to=%2B12025550143&from=%2B14155552671&direction=outbound"
+    while True:
+        async with http.get(f"{base_url}/v1/score?{query}", headers={"Authorization": f"Bearer {key}"}) as r:
+            if (await r.json())["reasons"] == ["outbound_paused"]:
+                return
+        assert time.monotonic() < deadline, "the pause never reached the edge"
+        await asyncio.sleep(0.05)
 
 
 async def test_a_call_labelled_on_its_page_counts_on_the_accuracy_page(
@@ -430,6 +490,7 @@ PAGES = [
     "/trusted",
     "/accuracy",
     "/policy",
+    "/outbound",
     "/plan",
 ]
 WIDTHS = {"desktop": (1280, 860), "phone": (390, 844)}
@@ -507,5 +568,5 @@ async def test_every_record_the_dashboard_appends_matches_the_accounts_schema(da
         assert errors == [], value
     dashboard_kinds = {"person.invited", "person.password_set", "session.started", "session.ended", "sessions.ended"}
     changes = {"key.created", "key.revoked", "token.rotated", "trusted.added", "channel.set", "alert.test_requested"}
-    changes |= {"integration.set", "integration.removed", "policy.set"}
+    changes |= {"integration.set", "integration.removed", "policy.set", "outbound.set", "outbound.resumed"}
     assert dashboard_kinds | changes <= kinds
