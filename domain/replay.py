@@ -52,9 +52,12 @@ class Replay:
         self.folded_facts: list[Fact] = []
         self.folded_alerts: list[Alert] = []
 
-    def fold_event(self, event: AnyEvent) -> Outcome:
-        """One event through its call's fold (and the call it forwards to), its facts through the detectors."""
-        key = keys.call(event.account_id, event.call_id)
+    def fold_event(self, event: AnyEvent, key: str | None = None, forwards: bool = True) -> Outcome:
+        """One event through its call's fold (and the call it forwards to), its facts through the detectors.
+
+        A replay of the log names the record's key and follows no forward: the log holds the forwarded
+        copy the worker appended under its call's key, which comes to the replay in its turn."""
+        key = key or keys.call(event.account_id, event.call_id)
         while True:
             state = self.calls.get(key)
             outcome = calls.fold(state, event, features.context(self.view, state, event, self.rules), self.rules)
@@ -65,7 +68,7 @@ class Replay:
             set_due(self.call_due, key, outcome.due)
             if self.listings:
                 self.leave_horizon(key, event.at)
-            if outcome.forward is None:
+            if outcome.forward is None or not forwards:
                 break
             key = keys.call(event.account_id, outcome.forward)
         self.folded_facts += outcome.facts

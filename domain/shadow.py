@@ -19,7 +19,6 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -28,9 +27,10 @@ from domain import keys
 from domain.calls import CallState
 from domain.events import AnyEvent, CallStarted
 from domain.facts import AnyFact, CallDecided
-from domain.policy import Policy
+from domain.policy import Policy, policy_record, record_policy
 from domain.replay import Partitioner, Replay
 from domain.rules import Rules
+from domain.times import format_ms, parse_ms
 
 ACTIONS = ("allow", "review", "reject")
 LABELS = ("spam", "good")
@@ -54,6 +54,30 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
     since: int
     until: int
     policy: Policy
+
+
+def requested(request: Request, at: int) -> dict[str, Any]:
+    """The `shadow.requested` record: times as ISO 8601, the policy in `parse_policy`'s shape."""
+    return {
+        "kind": REQUESTED,
+        "id": request.id,
+        "account_id": request.account_id,
+        "since": format_ms(request.since),
+        "until": format_ms(request.until),
+        "policy": policy_record(request.policy),
+        "at": format_ms(at),
+    }
+
+
+def request_of(record: dict[str, Any]) -> Request:
+    """The request a `shadow.requested` record carries, checked when it was appended."""
+    return Request(
+        id=str(record["id"]),
+        account_id=str(record["account_id"]),
+        since=parse_ms(record["since"]) or 0,
+        until=parse_ms(record["until"]) or 0,
+        policy=record_policy(record["policy"]),
+    )
 
 
 class Side(msgspec.Struct, frozen=True, gc=False):
@@ -95,13 +119,15 @@ class ShadowRun:
         r = self.request
         return isinstance(event, CallStarted) and event.account_id == r.account_id and r.since <= event.at < r.until
 
-    def fold(self, event: AnyEvent) -> None:
-        live = self.live.fold_event(event)
+    def fold(self, event: AnyEvent, key: str | None = None) -> None:
+        """One event; `key`, the record's key on the events topic, when it comes from the log."""
+        forwards = key is None
+        live = self.live.fold_event(event, key, forwards)
         if not self.targets(event):
-            self.shadow.fold_event(event)
+            self.shadow.fold_event(event, key, forwards)
             return
         policy = None if self.request.policy.empty else self.request.policy
-        shadow = self.shadow.fold_event(msgspec.structs.replace(event, policy=policy))
+        shadow = self.shadow.fold_event(msgspec.structs.replace(event, policy=policy), key, forwards)
         if event.call_id in self.compared:
             return
         live_fact, shadow_fact = decided(live.facts, event.id), decided(shadow.facts, event.id)
@@ -153,7 +179,7 @@ class Tally:
             self.labels[live][shadow][str(compared.label)] += 1
         if compared.flipped:
             self.flipped.append(compared)
-        date = datetime.fromtimestamp(compared.at / 1000, UTC).date().isoformat()
+        date = format_ms(compared.at)[:10]
         day = self.days.setdefault(
             date, {"date": date, "calls": 0, "live": dict.fromkeys(ACTIONS, 0), "shadow": dict.fromkeys(ACTIONS, 0)}
         )
@@ -180,10 +206,9 @@ def flipped_body(c: Compared) -> dict[str, Any]:
     def side(s: Side) -> dict[str, Any]:
         return {"action": s.action, "score": s.score, "reasons": list(s.reasons)}
 
-    at = datetime.fromtimestamp(c.at / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     return {
         "call_id": c.call_id,
-        "at": at,
+        "at": format_ms(c.at),
         "from": c.live.action,
         "to": c.shadow.action,
         "live": side(c.live),

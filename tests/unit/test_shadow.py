@@ -42,9 +42,9 @@ class Recording(Harness):
         super().__init__()
         self.log: list[AnyEvent] = []
 
-    def fold_event(self, event: AnyEvent) -> Outcome:
+    def fold_event(self, event: AnyEvent, key: str | None = None, forwards: bool = True) -> Outcome:
         self.log.append(event)
-        return super().fold_event(event)
+        return super().fold_event(event, key, forwards)
 
 
 def side(action: str, score: float = 0.5, *reasons: str) -> Side:
