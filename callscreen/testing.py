@@ -96,13 +96,14 @@ class MemoryLog:
         self.records: list[tuple[str, str, Any]] = []
         self.on_account: Fold = lambda record: None
         self.on_status: Fold = lambda record: None
+        self.on_shadow: Fold = lambda record: None
         self.refusing = False
         self.silent_worker = False
         self.follower_dead = False
         self._beat: asyncio.Task[None] | None = None
 
-    async def start(self, on_account: Fold, on_status: Fold) -> None:
-        self.on_account, self.on_status = on_account, on_status
+    async def start(self, on_account: Fold, on_status: Fold, on_shadow: Fold) -> None:
+        self.on_account, self.on_status, self.on_shadow = on_account, on_status, on_shadow
         self._beat = asyncio.create_task(self._beat_as_a_worker())
 
     async def _beat_as_a_worker(self) -> None:
@@ -125,6 +126,8 @@ class MemoryLog:
         self.records.append((topic, key, record))
         if topic == self.settings.topic("accounts"):
             self.on_account(record)
+        elif topic == self.settings.topic("shadow"):
+            self.on_shadow(record)
 
     async def ask(self, topic: str, key: str, value: bytes, partition: int | None) -> asyncio.Future[dict[str, Any]]:
         if self.refusing:

@@ -97,6 +97,7 @@ class Shadow:
         error: str | None = None
         try:
             reader = LogReader(self.settings, request.until)
+            await self.send(request, PROGRESS, progress=0.0, calls=0)
             last = time.monotonic()
             async for record in reader.records():
                 if stop.is_set():
