@@ -46,7 +46,7 @@ RESULT = "shadow.result"
 DONE = "shadow.done"
 
 
-class Request(msgspec.Struct, frozen=True, kw_only=True):
+class Request(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """What `POST /v1/shadow` asked for, as the `shadow.requested` record carries it (times in ms)."""
 
     id: str
@@ -247,7 +247,7 @@ def csv_of(flipped: Iterable[dict[str, Any]]) -> str:
     return out.getvalue()
 
 
-class Run(msgspec.Struct, kw_only=True):
+class Run(msgspec.Struct, kw_only=True, gc=False):
     """One run as the shadow topic tells it so far."""
 
     id: str
