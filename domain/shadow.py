@@ -252,6 +252,10 @@ class Run(msgspec.Struct, kw_only=True, gc=False):
 
     id: str
     account_id: str
+    # What it was asked for, as the `shadow.requested` record says: the dashboard shows it and applies it.
+    since: str = ""
+    until: str = ""
+    policy: dict[str, Any] = {}
     done: bool = False
     progress: float = 0.0
     calls: int = 0
@@ -279,7 +283,14 @@ class ShadowView:
     def apply(self, record: dict[str, Any]) -> None:
         kind, run_id = record.get("kind"), str(record.get("id"))
         if kind == REQUESTED:
-            self.runs.setdefault(run_id, Run(id=run_id, account_id=str(record["account_id"])))
+            asked = Run(
+                id=run_id,
+                account_id=str(record["account_id"]),
+                since=str(record["since"]),
+                until=str(record["until"]),
+                policy=dict(record["policy"]),
+            )
+            self.runs.setdefault(run_id, asked)
             return
         run = self.runs.get(run_id)
         if run is None:

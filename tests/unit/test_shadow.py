@@ -126,9 +126,11 @@ def test_the_flipped_calls_go_in_parts_and_the_view_puts_them_back_in_order() ->
     assert parts == [flipped[0:2], flipped[2:4], flipped[4:5]]
     assert chunks([], 2) == [[]]
     view = ShadowView()
-    view.apply({"kind": REQUESTED, "id": "shd_1", "account_id": ACCOUNT.id})
+    asked = {"since": format_ms(NOW), "until": format_ms(NOW + DAY_MS), "policy": {"thresholds": {"reject": 0.6}}}
+    view.apply({"kind": REQUESTED, "id": "shd_1", "account_id": ACCOUNT.id, **asked})
     assert view.running(ACCOUNT.id) is view.of(ACCOUNT.id, "shd_1") is not None
     assert view.of(OTHER.id, "shd_1") is None
+    assert view.runs["shd_1"].policy == {"thresholds": {"reject": 0.6}}
     view.apply({"kind": PROGRESS, "id": "shd_1", "account_id": ACCOUNT.id, "progress": 0.25, "calls": 7})
     running = view.runs["shd_1"].body()
     assert (running["state"], running["progress"], running["calls"], running["flipped"]) == ("running", 0.25, 7, [])
