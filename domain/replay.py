@@ -1,11 +1,11 @@
 """The folds driven in memory: each event into its call, its facts into the feature view and the
 number's detectors, in the order the workers apply them, with no Kafka, Faust or RocksDB.
 
-`Replay` writes what each outcome says (the row, the due times and, when asked, the listing's entry and
-the hot-table horizon) and keeps the alerts. The tests' `callscreen.testing.Harness` drives it with
-request bodies; the shadow role (`shadow/`) drives it with the log's own records, once as they were
-and once with a candidate policy. The partitioner is given, not imported: it is Kafka's (infra), and the
-listings and the horizon are kept per partition as a worker keeps them.
+`Replay` writes what each outcome says (the row, the due times and, unless told not to keep them, the
+listing's entry, the hot-table horizon, the alerts and the facts). The tests' `callscreen.testing.Harness`
+drives it with request bodies; the shadow role (`shadow/`) drives it with the log's own records, once as
+they were and once with a candidate policy. The partitioner is given, not imported: it is Kafka's (infra),
+and the listings and the horizon are kept per partition as a worker keeps them.
 """
 
 from __future__ import annotations
@@ -32,12 +32,13 @@ Partitioner = Callable[[str], int]
 
 
 class Replay:
-    def __init__(self, rules: Rules, partition: Partitioner, listings: bool = True) -> None:
+    def __init__(self, rules: Rules, partition: Partitioner, keep: bool = True) -> None:
         self.rules = rules
         self.partition = partition
-        # Without listings no index is kept and no call leaves at the horizon: a replay answers no
-        # listing, and the horizon (`hot_days`) is longer than any replayed window.
-        self.listings = listings
+        # What the tests read back: the listings and the horizon, every alert and every folded fact. A
+        # replay of the log for a shadow run reads none of it, and would hold all of it in memory; the
+        # horizon (`hot_days`) is longer than any window it compares.
+        self.keep = keep
         self.view = FeatureView(MemoryStore(), self.rules.scoring)
         self.calls: dict[str, Stored] = {}
         # The listing indexes and the alert store, keyed as the workers' tables are.
@@ -63,16 +64,17 @@ class Replay:
             outcome = calls.fold(state, event, features.context(self.view, state, event, self.rules), self.rules)
             if outcome.state is not None:
                 self.calls[key] = outcome.state
-            if outcome.listed is not None and self.listings:
+            if outcome.listed is not None and self.keep:
                 self.index_call(key, outcome.listed)
             set_due(self.call_due, key, outcome.due)
-            if self.listings:
+            if self.keep:
                 self.leave_horizon(key, event.at)
             if outcome.forward is None or not forwards:
                 break
             key = keys.call(event.account_id, outcome.forward)
-        self.folded_facts += outcome.facts
-        self.folded_alerts += outcome.alerts
+        if self.keep:
+            self.folded_facts += outcome.facts
+            self.folded_alerts += outcome.alerts
         self.record(outcome.facts, outcome.alerts)
         return outcome
 
@@ -100,10 +102,10 @@ class Replay:
         self.apply(horizon.track(self.tables.get, "calls", account, partition, entry.at))
 
     def store_alerts(self, alerts: list[Alert]) -> None:
+        if not self.keep:
+            return
         for alert in alerts:
             self.alerts.append(alert)
-            if not self.listings:
-                continue
             self.tables[keys.alert(alert.account_id, alert.id)] = alert
             entry = AlertEntry(parse_ms(alert.created_at) or 0, alert.id, alert.type)
             partition = self.partition(alert.account_id)

@@ -109,8 +109,8 @@ class ShadowRun:
 
     def __init__(self, request: Request, rules: Rules, partition: Partitioner) -> None:
         self.request = request
-        self.live = Replay(rules, partition, listings=False)
-        self.shadow = Replay(rules, partition, listings=False)
+        self.live = Replay(rules, partition, keep=False)
+        self.shadow = Replay(rules, partition, keep=False)
         # Each call once, by its first decision: a retried start answers the same again.
         self.compared: dict[str, Compared] = {}
 
