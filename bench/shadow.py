@@ -2,12 +2,13 @@
 while a shadow run reads the log of `--calls` prefilled calls (100,000 by default), and the run's own rate;
 writes bench/out/shadow.json and prints its table (docs/benchmarks.md, "Shadow runs").
 
-The calls (start and end) are appended straight to the events topic (`bench/prefill.py`) and folded by the
-worker before anything is measured. Each load phase is the open-loop generator of `bench/run.py` in its own
-process (starts at `--rate` for `--seconds`). The run is asked for as soon as the second phase's arrivals
-begin, over a window holding every prefilled call of one account; its rate is the log's calls (prefilled
-and those of the phases so far) over the seconds from its request to its `done`. The shadow role reads
-the whole log whatever the window, so its cost is that of the log, not of one account's calls.
+The calls (start and end) are appended straight to the events topic (`bench/prefill.py`) and folded by
+the worker, and an unmeasured `--warmup` of the same load runs, before anything is measured. Each load
+phase is the open-loop generator of `bench/run.py` in its own process (starts at `--rate` for
+`--seconds`). The run is asked for as soon as the second phase's arrivals begin, over a window holding
+every prefilled call of one account; its rate is the log's calls (prefilled and those of the phases so
+far) over the seconds from its request to its `done`. The shadow role reads the whole log whatever the
+window, so its cost is that of the log, not of one account's calls.
 """
 
 from __future__ import annotations
@@ -63,9 +64,11 @@ async def measure(args: argparse.Namespace, bench: Bench) -> dict[str, Any]:
     bench.log(f"prefilled {filled}")
     folded = await bench.progress.wait_drained(args.drain_timeout, slack=8)
     bench.log(f"the worker folded the prefill in {folded:.1f} s after its last append")
+    # Unmeasured: after a backlog the worker still flushes and compacts, and a fresh JVM still compiles.
+    warm = await bench.loadgen(service.base_url, "starts", args.rate, args.warmup, "warm")
     quiet = await bench.loadgen(service.base_url, "starts", args.rate, args.seconds, "quiet")
 
-    calls_in_log = args.calls + int(quiet.get("calls", 0))
+    calls_in_log = args.calls + int(warm.get("calls", 0)) + int(quiet.get("calls", 0))
     cpu = CpuShares(service)
     load = asyncio.create_task(bench.loadgen(service.base_url, "starts", args.rate, args.seconds, "shadowed"))
     # The generator's arrivals start about a second after it is launched.
@@ -79,7 +82,15 @@ async def measure(args: argparse.Namespace, bench: Bench) -> dict[str, Any]:
     run["cpu_pct"] = run_cpu
     run["overlap"] = round(min(1.0, run["seconds"] / args.seconds), 2)
     bench.log(f"shadow run: {run}")
-    return {"prefill": filled, "fold_s": round(folded, 1), "quiet": quiet, "shadowed": shadowed, "run": run}
+    return {
+        "prefill": filled,
+        "fold_s": round(folded, 1),
+        "cpu_share": service.settings.shadow_cpu_share,
+        "warm": warm,
+        "quiet": quiet,
+        "shadowed": shadowed,
+        "run": run,
+    }
 
 
 def table(result: dict[str, Any]) -> str:
@@ -110,6 +121,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--calls", type=int, default=CALLS, help="calls prefilled into the log")
     parser.add_argument("--rate", type=float, default=RATE, help="live starts per second")
     parser.add_argument("--seconds", type=float, default=30.0, help="seconds of each load phase")
+    parser.add_argument("--warmup", type=float, default=30.0, help="unmeasured seconds of load before the phases")
     parser.add_argument("--accounts", type=int, default=40, help="guard accounts, 25 protected numbers each")
     parser.add_argument("--drain-timeout", type=float, default=300.0, help="seconds the worker gets for the prefill")
     parser.add_argument("--run-timeout", type=float, default=600.0, help="seconds the shadow run gets")

@@ -11,7 +11,8 @@ trusted list, policy), so the accounts topic is not read.
 It has a consumer of its own (group `<prefix>.shadow-run`, assigned, never committing: each run starts
 from the beginning) and a producer that writes only the shadow topic: no alert, block, delivery, allowance
 or answer of the live service is touched. The process lowers its own CPU priority, so on shared cores the
-workers' answers come first and a run takes what is left. Runs go one at a time, in the order they were
+workers' answers come first and a run takes what is left, and at most `shadow_cpu_share` of a core
+(half by default). Runs go one at a time, in the order they were
 asked for; one not done when the role stopped is run again from the start when it comes back.
 """
 
@@ -43,6 +44,8 @@ from infra.settings import Settings
 log = logging.getLogger("callscreen.shadow")
 
 PROGRESS_EVERY_S = 1.0
+# A run folds for this long, then waits out what its CPU share leaves of the slice.
+SLICE_S = 0.02
 # Flipped calls per `shadow.result` record: about 250 bytes each, far under the broker's 1 MiB a record.
 FLIPPED_PER_RECORD = 1000
 # What a decisions record must name to be read: the facts a replay of the events cannot make itself.
@@ -99,10 +102,12 @@ class Shadow:
             reader = LogReader(self.settings, request.until)
             await self.send(request, PROGRESS, progress=0.0, calls=0)
             last = time.monotonic()
+            throttle = Throttle(self.settings.shadow_cpu_share)
             async for record in reader.records():
                 if stop.is_set():
                     return False
                 fold_record(run, record, self.settings.topic("events"))
+                await throttle.spent()
                 if time.monotonic() - last >= PROGRESS_EVERY_S:
                     last = time.monotonic()
                     await self.send(request, PROGRESS, progress=reader.progress(), calls=run.calls())
@@ -131,6 +136,22 @@ class Shadow:
         if record.get("summary", True) is None:
             del record["summary"]
         await self.producer.send_and_wait(self.topic, orjson.dumps(record), key=request.account_id.encode())
+
+
+class Throttle:
+    """Holds a run to `share` of the wall clock: after each slice of work, a wait in proportion to it."""
+
+    def __init__(self, share: float) -> None:
+        self.share = min(1.0, max(0.01, share))
+        self.started = time.monotonic()
+
+    async def spent(self) -> None:
+        worked = time.monotonic() - self.started
+        if worked < SLICE_S:
+            return
+        if self.share < 1.0:
+            await asyncio.sleep(worked * (1 - self.share) / self.share)
+        self.started = time.monotonic()
 
 
 def fold_record(run: ShadowRun, record: ConsumerRecord[bytes, bytes], events_topic: str) -> None:
