@@ -204,6 +204,20 @@ def test_state_is_as_of_each_events_time_a_block_and_bad_history_after_the_windo
     assert run.tally().summary()["labels"]["allow"]["review"] == {"spam": 1, "good": 0}
 
 
+def test_history_before_the_window_counts_in_both_replays() -> None:
+    harness = Recording()
+    caller = "+19197772002"
+    start(harness, "before", NOW - DAY_MS, caller, attestation="C")
+    assert harness.label(ACCOUNT, "before", {"label": "spam"}, NOW - DAY_MS + MIN_MS)[0] == 200
+    inside = start(harness, "inside", NOW + MIN_MS, caller, attestation="C")
+    assert "prior_bad" in inside["reasons"]
+    run = shadow_of(harness.log, Policy(reject=0.6))
+    assert list(run.compared) == ["inside"]
+    compared = run.compared["inside"]
+    assert compared.live == Side(inside["action"], inside["score"], tuple(inside["reasons"]))
+    assert compared.shadow.reasons == compared.live.reasons and compared.shadow.action == "reject"
+
+
 def test_the_candidates_rejections_reach_the_callers_later_calls_in_the_shadow_only() -> None:
     harness = Recording()
     caller = "+14155559002"
