@@ -24,8 +24,9 @@ from typing import Any
 import aiohttp
 import orjson
 
+from bench import report
 from bench.prefill import prefill
-from bench.run import OUT, Bench, Budget, CpuShares, loadavg, machine
+from bench.run import OUT, ROOT, Bench, Budget, CpuShares, loadavg, machine
 from bench.service import Progress, create_accounts, start_service
 from domain.rules import DAY_MS, HOUR_MS
 from domain.times import format_ms
@@ -116,6 +117,32 @@ def table(result: dict[str, Any]) -> str:
     )
 
 
+def section(result: dict[str, Any]) -> str:
+    """The "Shadow runs" section of docs/benchmarks.md, from one run's results."""
+    m = result["machine"]
+    begin, end = report.markers("shadow")
+    return "\n".join(
+        [
+            begin,
+            "## Shadow runs: live `call.started` beside a run reading the log",
+            "",
+            f"Written by `bench/shadow.py` (`{result['command'].strip()}`) on {result['date']}, commit"
+            f" {m.get('commit', '?')}, {m.get('cores')} cores, Python {m.get('python')}; load average at start"
+            f" / end {result['loadavg_start']} / {result['loadavg_end']}. {result['prefill']['calls']:,} calls"
+            f" (start and end) prefilled into the log and folded ({result['fold_s']} s after the last append),"
+            " an unmeasured warm-up of the same load, then `call.started` at"
+            f" {result['quiet']['rate']:g}/s for {result['quiet']['duration_s']:g} s with no run, and again while a"
+            " shadow run (a lower reject threshold, one account's window holding its prefilled calls) reads the"
+            f" whole log; the role holds a run to {result['cpu_share']:g} of a core (`shadow_cpu_share`) at a"
+            " lower CPU priority than the workers. Latency from the intended send time.",
+            "",
+            table(result),
+            "",
+            end,
+        ]
+    )
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.shadow", description=__doc__)
     parser.add_argument("--calls", type=int, default=CALLS, help="calls prefilled into the log")
@@ -127,6 +154,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--run-timeout", type=float, default=600.0, help="seconds the shadow run gets")
     parser.add_argument("--close-rate", type=float, default=400.0, help="ends per second after each phase")
     parser.add_argument("--out", type=Path, default=OUT / "shadow.json")
+    parser.add_argument("--doc", type=Path, default=ROOT / "docs" / "benchmarks.md", help="where its section goes")
     return parser.parse_args(argv)
 
 
@@ -157,8 +185,10 @@ def main(argv: list[str] | None = None) -> None:
     results["command"] = "python -m bench.shadow " + " ".join(argv if argv is not None else sys.argv[1:])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    document = args.doc.read_text() if args.doc.exists() else ""
+    args.doc.write_text(report.with_section(document, "shadow", section(results)))
     print(table(results))
-    print(f"wrote {args.out}", file=sys.stderr)
+    print(f"wrote {args.out} and the shadow section of {args.doc}", file=sys.stderr)
 
 
 if __name__ == "__main__":
