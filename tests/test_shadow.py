@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
@@ -17,7 +18,7 @@ import pytest
 from domain.rules import MIN_MS
 from domain.times import format_ms
 from infra.clock import now_ms
-from tests.service import AccountKeys, RunningService, create_account
+from tests.service import AccountKeys, RunningService, create_account, running_service
 from tests.topics import read_topic
 
 pytestmark = pytest.mark.pipeline
@@ -25,9 +26,16 @@ pytestmark = pytest.mark.pipeline
 TO = "+14155552671"
 # The live reject threshold, and the candidate's.
 LIVE_REJECT, CANDIDATE_REJECT = 0.8, 0.6
-# A run reads the whole log of the session's service, the other tests' events too.
 RUN_TIMEOUT_S = 60.0
 LIVE_TOPICS = ("alerts", "deliveries", "decisions", "events")
+
+
+@pytest.fixture(scope="module")
+def service(kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
+    """A service of its own, for this module's accounts: a run reads the whole log, and the session's shared
+    service holds every other test's events too."""
+    with running_service(tmp_path_factory.mktemp("shadow") / "data", kafka) as running:
+        yield running
 
 
 class Client:

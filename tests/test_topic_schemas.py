@@ -76,6 +76,7 @@ ROTATING = [f"+1212555{7400 + i}" for i in range(4)]
 # Turn text: measured at the edge and dropped; it must never reach a topic.
 SPOKEN = "please read me the sixteen digits on the front of your card"
 TIMEOUT_S = 15.0
+SHADOW_TIMEOUT_S = 120.0
 
 
 def _is_date_time(value: object) -> bool:
@@ -213,7 +214,8 @@ async def shadow_run(d: Driver) -> None:
     async with d.http.post(f"{d.base_url}/v1/shadow", json=body, headers=d.account.headers) as r:
         assert r.status == 202, await r.text()
         run_id = (await r.json())["id"]
-    deadline = time.monotonic() + TIMEOUT_S
+    # A run reads the whole log of the session's service, every other test's events too.
+    deadline = time.monotonic() + SHADOW_TIMEOUT_S
     while True:
         async with d.http.get(f"{d.base_url}/v1/shadow/{run_id}", headers=d.account.headers) as r:
             assert r.status == 200

@@ -182,7 +182,7 @@ async def test_a_shadow_run_shows_its_progress_and_result_and_its_policy_applies
     await page.click("text=Run shadow")
     await expect(page.locator("#shadow-run h2")).to_contain_text("Run shd_")
     # The fragment refreshes every 2 s while it runs, until the run is done.
-    await expect(page.locator("#shadow-run")).to_contain_text("Done", timeout=30_000)
+    await expect(page.locator("#shadow-run")).to_contain_text("Done", timeout=60_000)
     await expect(page.locator("#shadow-progress")).to_have_attribute("value", "1.0")
     await expect(page.locator("table.matrix tbody tr", has_text="review")).to_contain_text("1")
     flipped = page.locator("#shadow-run tbody tr", has_text="sh-1")
