@@ -16,6 +16,7 @@ HEIGHT = 180
 LEFT = 36
 BOTTOM = 24
 TOP = 8
+BAR_MAX = 40
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,8 @@ def daily_chart(daily: list[dict[str, Any]]) -> RateChart:
         calls = max(1, day["calls"])
         live_h = plot_h * day["live"]["reject"] / calls / peak
         shadow_h = plot_h * day["shadow"]["reject"] / calls / peak
-        half = (step - 6) / 2
+        # A short run has few days: its bars keep a bar's width rather than fill the plot.
+        half = min((step - 6) / 2, BAR_MAX)
         days.append(
             DayBars(
                 x=round(LEFT + i * step + 2, 1),
