@@ -27,6 +27,7 @@ from domain.shadow import (
 )
 from domain.times import format_ms
 from infra.kafka import partition_for
+from ingest.chart import BOTTOM, HEIGHT, TOP, daily_chart
 
 NOW = 1_800_000_000_000
 DAY_MS = 86_400_000
@@ -229,3 +230,27 @@ def test_the_candidates_rejections_reach_the_callers_later_calls_in_the_shadow_o
     # The shadow's rejected start is the caller's bad history there, as it would have been live.
     assert "prior_bad" in run.compared["second"].shadow.reasons
     assert "prior_bad" not in run.compared["second"].live.reasons
+
+
+def test_the_daily_chart_draws_each_days_reject_rate_under_both_policies() -> None:
+    daily = [
+        {
+            "date": "2027-01-15",
+            "calls": 4,
+            "live": {"allow": 3, "review": 1, "reject": 0},
+            "shadow": {"allow": 3, "review": 0, "reject": 1},
+        },
+        {
+            "date": "2027-01-16",
+            "calls": 2,
+            "live": {"allow": 0, "review": 1, "reject": 1},
+            "shadow": {"allow": 0, "review": 0, "reject": 2},
+        },
+    ]
+    chart = daily_chart(daily)
+    first, second = chart.days
+    assert (first.label, first.live, first.shadow, second.live, second.shadow) == ("01-15", 0, 1, 1, 2)
+    # Scaled to the highest rate, 100%: the second day's shadow bar is the whole plot, its live bar half.
+    assert second.shadow_height == 2 * second.live_height == HEIGHT - BOTTOM - TOP
+    assert first.live_height == 0 and first.shadow_height == second.shadow_height / 4
+    assert [label for _, label in chart.ticks] == ["0%", "50%", "100%"]
