@@ -11,9 +11,9 @@ trusted list, policy), so the accounts topic is not read.
 It has a consumer of its own (group `<prefix>.shadow-run`, assigned, never committing: each run starts
 from the beginning) and a producer that writes only the shadow topic: no alert, block, delivery, allowance
 or answer of the live service is touched. The process lowers its own CPU priority, so on shared cores the
-workers' answers come first and a run takes what is left, and at most `shadow_cpu_share` of a core
-(half by default). Runs go one at a time, in the order they were
-asked for; one not done when the role stopped is run again from the start when it comes back.
+workers' answers come first and a run takes what is left, and at most `shadow_cpu_share` of a core (half
+by default). Runs go one at a time, in the order they were asked for; one not done when the role stopped
+is run again from the start when it comes back.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ FLIPPED_PER_RECORD = 1000
 LOGGED_FACTS = (b'"number.tick"', b'"number.removed"')
 # How far below the workers the role runs (os.nice).
 NICENESS = 10
+# Records one fetch hands over at most: what the merge buffers stays a few megabytes.
 FETCH_RECORDS = 2000
 
 
@@ -120,7 +121,9 @@ class Shadow:
             summary = tally.summary()
             parts = chunks(tally.all_flipped(), FLIPPED_PER_RECORD)
             for number, part in enumerate(parts):
-                await self.send(request, RESULT, part=number, summary=summary if number == 0 else None, flipped=part)
+                # The first part carries the summary; the others only their share of the flipped calls.
+                head = {"summary": summary} if number == 0 else {}
+                await self.send(request, RESULT, part=number, **head, flipped=part)
             await self.send(request, DONE, parts=len(parts))
         else:
             await self.send(request, DONE, parts=0, error=error)
@@ -133,8 +136,6 @@ class Shadow:
 
     async def send(self, request: Request, kind: str, **fields: object) -> None:
         record = {"kind": kind, "id": request.id, "account_id": request.account_id, **fields, "at": format_ms(now_ms())}
-        if record.get("summary", True) is None:
-            del record["summary"]
         await self.producer.send_and_wait(self.topic, orjson.dumps(record), key=request.account_id.encode())
 
 
@@ -186,11 +187,7 @@ class LogReader:
         return 1.0 if total <= 0 else round(min(1.0, done / total), 4)
 
     async def records(self) -> AsyncIterator[ConsumerRecord[bytes, bytes]]:
-        consumer = make_consumer(
-            self.settings,
-            group_id=f"{self.settings.topic_prefix}.shadow-run",
-            max_partition_fetch_bytes=1 << 20,
-        )
+        consumer = make_consumer(self.settings, group_id=f"{self.settings.topic_prefix}.shadow-run")
         await consumer.start()
         try:
             assigned = [
