@@ -9,6 +9,7 @@ from typing import Any
 import aiohttp
 import msgspec
 
+from domain import commands
 from domain.shadow import DONE, PROGRESS, RESULT
 from domain.times import format_ms
 from infra.clock import now_ms
@@ -80,6 +81,10 @@ async def test_refusals_come_in_the_contracts_order(edge: EdgeUnderTest, account
     async with aiohttp.ClientSession(edge.base_url) as http:
         async with http.post("/v1/shadow", json={**WINDOW, "policy": {}}) as r:
             assert (r.status, await r.json()) == (401, {"error": "missing_key"})
+        reader = await edge.change(commands.create_key(edge.accounts.accounts[account.account_id], "read", "r"))
+        read_only = {"Authorization": f"Bearer {reader['key']}"}
+        async with http.post("/v1/shadow", json={**WINDOW, "policy": {}}, headers=read_only) as r:
+            assert (r.status, (await r.json())["error"]) == (403, "read_only_key")
         async with http.post("/v1/shadow", json={**WINDOW, "policy": {"off": ["trusted"]}}, headers=headers) as r:
             assert (r.status, await r.json()) == (400, {"error": "invalid_field", "field": "policy.off"})
         async with http.get("/v1/shadow/shd_0123456789abcdef", headers=headers) as r:
