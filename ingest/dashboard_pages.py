@@ -16,7 +16,7 @@ from domain.accounts import PLANS, PLATFORMS, Account
 from domain.channels import CHANNELS, DEFAULT_FLOOR, PLAN_CHANNELS
 from domain.index import AlertEntry, CallEntry
 from domain.phone import parse_number
-from domain.policy import RELIEF_REASONS, policy_body, record_policy
+from domain.policy import RELIEF_REASONS, policy_body
 from domain.queries import AlertGet, AlertsList, CallGet, CallsList, NumbersList
 from domain.rules import DAY_MS, HOUR_MS, ScoringRules
 from domain.shadow import ACTIONS, Run
@@ -523,14 +523,10 @@ async def shadow(request: web.Request) -> web.Response:
         shown["chart"] = daily_chart(result["daily"])
     if request.query.get("fragment") == "1":
         return page(request, "shadow_run.html", me, **shown)
-    # A run's own policy fills the form when there is one, so the next run starts from it.
-    policy = record_policy(run.policy) if run is not None else account_of(me, request).policy
     now = now_ms()
     # Until the next whole hour: a run then reads every call started up to now.
     window = {"since": format_ms(now - SHADOW_DAYS * DAY_MS)[:16], "until": format_ms(now + HOUR_MS)[:13] + ":00"}
-    if run is not None:
-        window = {"since": run.since[:16], "until": run.until[:16]}
-    effective, given = policy_body(policy, defaults), policy_body(None, defaults)
+    effective, given = policy_body(account_of(me, request).policy, defaults), policy_body(None, defaults)
     return page(request, "shadow.html", me, policy=effective, defaults=given, window=window, **shown)
 
 
