@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint lock fuzz docs email-example dashboard-shots bench bench-profile bench-gate bench-adapters bench-soak bench-overload bench-memory bench-crash bench-isolation faults soak clean
+.PHONY: run test lint lock fuzz docs email-example dashboard-shots bench bench-profile bench-gate bench-adapters bench-soak bench-overload bench-memory bench-crash bench-isolation bench-shadow faults soak clean
 
 # The install step: the virtual environment, every dependency at the hash-checked version of the dev
 # lock (pip, setuptools and wheel too, so the editable build downloads nothing unpinned), the package
@@ -124,6 +124,11 @@ bench-crash: $(STAMP)
 # Folding the default million-call index takes an hour here: ISOLATION_ARGS=--index-calls=100000 is shorter.
 bench-isolation: $(STAMP)
 	$(BIN)/python -m bench.isolation $(ISOLATION_ARGS)
+
+# Live call.started p99 at 200/s with no shadow run and while one reads the log of 100,000 calls, and the
+# run's own rate (bench/out/shadow.json; docs/benchmarks.md, "Shadow runs"). SHADOW_ARGS="--calls 20000" for less.
+bench-shadow: $(STAMP)
+	$(BIN)/python -m bench.shadow $(SHADOW_ARGS)
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

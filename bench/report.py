@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 # The carrier gate's section of docs/benchmarks.md is written by bench/gate.py, the platform adapters' by
-# bench/adapters.py; bench.run carries both over (`KEPT_SECTIONS`).
+# bench/adapters.py, the shadow runs' by bench/shadow.py; bench.run carries them over (`KEPT_SECTIONS`).
 TURNS_HEADING = "## (b) Turn traffic (full calls): sustainable rate"
 TARGETS_NOTE = "Targets are the issue's; a miss is reported as measured, the service was not tuned for this run."
 
@@ -560,9 +560,10 @@ def fold_profile(prof: dict[str, Any]) -> list[str]:
 
 
 # Sections other commands write into docs/benchmarks.md, carried over when `bench.run` writes it again: the
-# carrier gate's (`bench.gate`), a platform's webhooks beside `/v1/events` (`bench.adapters`), and the latest
+# carrier gate's (`bench.gate`), a platform's webhooks beside `/v1/events` (`bench.adapters`), shadow runs
+# beside live starts (`bench.shadow`), and the latest
 # memory, soak and overload figures, copied from their full reports in bench/out/. In this order at the end.
-KEPT_SECTIONS = ("gate", "adapters", "elsewhere")
+KEPT_SECTIONS = ("gate", "adapters", "shadow", "elsewhere")
 
 
 def markers(name: str) -> tuple[str, str]:

@@ -39,7 +39,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--host")
     run.add_argument("--port", type=int)
     run.add_argument("--workers", type=int)
-    run.add_argument("--role", choices=["all", "edge", "worker", "alerting"])
+    run.add_argument("--role", choices=["all", "edge", "worker", "alerting", "shadow"])
     run.add_argument("--demo", action="store_true", help="create a demo account and print a curl line")
 
     account = command("account", "accounts").add_subparsers(dest="action", required=True)

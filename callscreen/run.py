@@ -1,4 +1,4 @@
-"""`callscreen run`: the broker (unless one is named), the workers, the alerting role and the HTTP edge.
+"""`callscreen run`: the broker (unless one is named), the workers, the alerting and shadow roles and the HTTP edge.
 
 Start order is broker, topics, roles; stop order is the reverse, so everything the roles had
 acknowledged is in the broker's log before the broker itself stops.
@@ -39,12 +39,15 @@ Children = list[tuple[str, int, subprocess.Popen[bytes]]]
 
 
 def start_child(settings: Settings, role: str, index: int = 0) -> subprocess.Popen[bytes]:
-    """A worker or the alerting role as its own process, with the same settings.
+    """A worker, the alerting role or the shadow role as its own process, with the same settings.
 
     If `run` itself is killed, the roles are killed with it (SIGKILL: both resume from the log, and a
     clean stop would race the broker's own), and the broker gets a SIGTERM and stops cleanly.
     """
     port = settings.metrics_port and settings.metrics_port + (index if role == "worker" else settings.workers)
+    if role == "shadow":
+        # It serves no metrics: its progress is on the shadow topic.
+        port = 0
     child = settings.with_overrides(worker_index=index, role=role, metrics_port=port)
     if role == "alerting":
         # Restarted after a crash, it takes its partitions back under the same id (a worker's id is its own).
@@ -62,6 +65,7 @@ def start_child(settings: Settings, role: str, index: int = 0) -> subprocess.Pop
 def start_children(settings: Settings) -> Children:
     children = [("worker", index, start_child(settings, "worker", index)) for index in range(settings.workers)]
     children.append(("alerting", 0, start_child(settings, "alerting")))
+    children.append(("shadow", 0, start_child(settings, "shadow")))
     return children
 
 
@@ -184,7 +188,7 @@ def run(settings: Settings, demo: bool = False) -> int:
             log.info("made a secret key for signing secrets at rest", extra={"path": str(made)})
         # The alerting child is told where the key is, never given its text unless the deployment did so.
         settings = settings.with_overrides(secret_key_file=str(key_file(settings)))
-    if settings.role in ("worker", "alerting"):
+    if settings.role in ("worker", "alerting", "shadow"):
         try:
             asyncio.run(ensure_topics(settings))
         except (TopicProblem, BrokerUnreachable) as exc:
@@ -248,6 +252,11 @@ def run_role(settings: Settings) -> int:
         from processors.worker import run_worker
 
         run_worker(settings)
+        return 0
+    if settings.role == "shadow":
+        from shadow.service import run_shadow
+
+        asyncio.run(run_shadow(settings))
         return 0
     from alerting.service import run_alerting
 

@@ -21,4 +21,5 @@ kt --topic callscreen.replies --partitions 8 --config retention.ms=3600000
 kt --topic callscreen.status --partitions 1 --config retention.ms=3600000
 kt --topic callscreen.control --partitions 1 --config retention.ms=-1
 kt --topic callscreen.dead_letters --partitions 1 --config retention.ms=-1
+kt --topic callscreen.shadow --partitions 1 --config retention.ms=-1
 bash "$(dirname "$0")/kafka-acls.sh"

@@ -8,14 +8,16 @@ acl() { /opt/kafka/bin/kafka-acls.sh --bootstrap-server "$BOOTSTRAP" --command-c
 allow() { acl --allow-principal "User:$1" "${@:2}"; }
 
 # Every role and admin command checks the topics at start (their partitions and configs) and reads end offsets.
-for user in edge worker alerting operator; do
+for user in edge worker alerting shadow operator; do
   allow "$user" --operation Describe --operation DescribeConfigs --topic "$p." --resource-pattern-type prefixed
 done
 
-# The edge appends events and questions (and PATCH /v1/account's webhook.set to accounts), reads the
-# accounts view, its answers and the status heartbeats. It reads no decisions, alerts or deliveries.
-allow edge --operation Write --topic "$p.events" --topic "$p.queries" --topic "$p.accounts" --topic "$p.status"
-allow edge --operation Read --topic "$p.accounts" --topic "$p.replies" --topic "$p.status"
+# The edge appends events and questions (and PATCH /v1/account's webhook.set to accounts, and shadow
+# requests), reads the accounts view, its answers, the status heartbeats and the shadow runs. It reads no
+# decisions, alerts or deliveries.
+allow edge --operation Write --topic "$p.events" --topic "$p.queries" --topic "$p.accounts" --topic "$p.status" \
+  --topic "$p.shadow"
+allow edge --operation Read --topic "$p.accounts" --topic "$p.replies" --topic "$p.status" --topic "$p.shadow"
 
 # Workers fold every topic, append facts, alerts, ticks, answers and heartbeats (and the log's identity
 # to control, once), and own the Faust consumer groups and changelog topics of their app id (one per
@@ -29,6 +31,12 @@ allow worker --operation All --topic "$app" --group "$app" --resource-pattern-ty
 # appends deliveries and its heartbeats.
 allow alerting --operation Read --topic "$p.accounts" --topic "$p.alerts" --topic "$p.deliveries"
 allow alerting --operation Write --topic "$p.deliveries" --topic "$p.status"
+
+# The shadow role reads the events and decisions topics (on a group of its own, never committed) and the
+# shadow requests, and appends only to the shadow topic.
+allow shadow --operation Read --topic "$p.events" --topic "$p.decisions" --topic "$p.shadow"
+allow shadow --operation Write --topic "$p.shadow"
+allow shadow --operation Read --group "$p.shadow-run"
 
 # Admin commands append account changes, billing records and rebuild requests, and follow progress.
 allow operator --operation Read --topic "$p.accounts" --topic "$p.control" --topic "$p.status"

@@ -19,7 +19,7 @@ from infra.settings import CONCERNS
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "docs" / "rules.md"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
-PACKAGES = ("callscreen", "ingest", "processors", "alerting", "infra", "domain", "schemas")
+PACKAGES = ("callscreen", "ingest", "processors", "alerting", "shadow", "infra", "domain", "schemas")
 BEGIN, END = "<!-- layers: written by `make docs` -->", "<!-- end of layers -->"
 
 INTRO = """# Rules, thresholds and reason codes

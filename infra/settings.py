@@ -106,6 +106,9 @@ class Settings:
     # The share of a worker's event loop that answering questions may take; the folds keep the rest however
     # many questions wait (processors/folds/queries.py). Past it, the questions wait out the edge's deadline.
     query_loop_share: float = 0.25
+    # The share of a core a shadow run may take while it folds (shadow/service.py): past it the run waits,
+    # so on cores shared with the workers their answers keep their time whatever the run reads.
+    shadow_cpu_share: float = 0.5
     # The longest a broker holds a fetch that finds nothing new; one that finds a record returns at once.
     fetch_max_wait_ms: int = 500
     # The same for the consumer a worker folds its topics with. A broker holds one fetch per connection at a

@@ -38,6 +38,8 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
         TopicSpec(settings.topic("control"), 1),
         # Where records no fold can handle are named, with the reason (processors/output/dead_letters.py).
         TopicSpec(settings.topic("dead_letters"), 1),
+        # Shadow runs: requests, progress and results (shadow/service.py); one partition keeps each run in order.
+        TopicSpec(settings.topic("shadow"), 1),
         working("queries", p),
         working("replies", settings.reply_partitions),
         working("status", 1),

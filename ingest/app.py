@@ -25,6 +25,7 @@ from ingest import (
     routes_ops,
     routes_platforms,
     routes_reads,
+    routes_shadow,
     twiml,
 )
 from ingest.errors import ApiError
@@ -141,6 +142,7 @@ def init_app(settings: Settings, connection: Log | None = None) -> web.Applicati
     routes_reads.add_routes(app)
     routes_labels.add_routes(app)
     routes_evaluation.add_routes(app)
+    routes_shadow.add_routes(app)
     dashboard.setup(app, settings)
     dashboard_auth.add_routes(app)
     dashboard_pages.add_routes(app)

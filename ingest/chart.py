@@ -1,5 +1,7 @@
-"""The overview's chart: calls and rejects per hour over the last day, as SVG geometry drawn by the
-template (no script, no chart library)."""
+"""The dashboard's charts, as SVG geometry drawn by the templates (no script, no chart library): the
+overview's calls and rejects per hour over the last day, and a shadow run's daily reject rates under
+each policy.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ HEIGHT = 180
 LEFT = 36
 BOTTOM = 24
 TOP = 8
+BAR_MAX = 40
 
 
 @dataclass(frozen=True)
@@ -75,3 +78,58 @@ def hourly_chart(calls: list[dict[str, Any]], now: int, hours: int) -> Chart:
     values = sorted({0, peak // 2, peak}) if peak >= 4 else [0, peak]
     ticks = [(round(TOP + plot_h - plot_h * v / peak, 1), str(v)) for v in values]
     return Chart(WIDTH, HEIGHT, bars, peak, ticks, sum(c for c, _ in counts), sum(r for _, r in counts))
+
+
+@dataclass(frozen=True)
+class DayBars:
+    """One day of a shadow run: the share of its calls each policy rejected, side by side."""
+
+    x: float
+    width: float
+    live_y: float
+    live_height: float
+    shadow_y: float
+    shadow_height: float
+    label: str
+    calls: int
+    live: int
+    shadow: int
+
+
+@dataclass(frozen=True)
+class RateChart:
+    width: int
+    height: int
+    days: list[DayBars]
+    ticks: list[tuple[float, str]]
+
+
+def daily_chart(daily: list[dict[str, Any]]) -> RateChart:
+    """A shadow run's daily reject rates, live beside shadow, from 0 to the highest rate (at least 10%)."""
+    rates = [(d["live"]["reject"] / d["calls"], d["shadow"]["reject"] / d["calls"]) for d in daily if d["calls"]]
+    peak = max([0.1, *(max(pair) for pair in rates)])
+    plot_w, plot_h = WIDTH - LEFT, HEIGHT - BOTTOM - TOP
+    step = plot_w / max(1, len(daily))
+    days = []
+    for i, day in enumerate(daily):
+        calls = max(1, day["calls"])
+        live_h = plot_h * day["live"]["reject"] / calls / peak
+        shadow_h = plot_h * day["shadow"]["reject"] / calls / peak
+        # A short run has few days: its bars keep a bar's width rather than fill the plot.
+        half = min((step - 6) / 2, BAR_MAX)
+        days.append(
+            DayBars(
+                x=round(LEFT + i * step + 2, 1),
+                width=round(half, 1),
+                live_y=round(TOP + plot_h - live_h, 1),
+                live_height=round(live_h, 1),
+                shadow_y=round(TOP + plot_h - shadow_h, 1),
+                shadow_height=round(shadow_h, 1),
+                label=str(day["date"])[5:],
+                calls=day["calls"],
+                live=day["live"]["reject"],
+                shadow=day["shadow"]["reject"],
+            )
+        )
+    ticks = [(round(TOP + plot_h - plot_h * v / peak, 1), f"{round(v * 100)}%") for v in (0.0, peak / 2, peak)]
+    return RateChart(WIDTH, HEIGHT, days, ticks)

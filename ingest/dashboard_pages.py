@@ -20,20 +20,35 @@ from domain.phone import parse_number
 from domain.policy import RELIEF_REASONS, policy_body
 from domain.queries import AlertGet, AlertsList, CallGet, CallsList, NumbersList
 from domain.rules import DAY_MS, HOUR_MS, ScoringRules
-from domain.times import format_ms, parse_day
+from domain.shadow import ACTIONS, Run
+from domain.times import format_ms, parse_day, parse_ms
 from domain.validation import InputError
 from infra import webhook_url
 from infra.clock import now_ms
-from ingest.chart import hourly_chart
-from ingest.dashboard import DASHBOARD, PREFIX, PageError, account_of, append_change, form_of, page, signed_in
+from ingest.chart import daily_chart, hourly_chart
+from ingest.dashboard import (
+    DASHBOARD,
+    PREFIX,
+    PageError,
+    account_of,
+    append_change,
+    form_of,
+    page,
+    signed_in,
+)
+from ingest.errors import ApiError
 from ingest.routes_account import account_body
 from ingest.routes_evaluation import evaluate
 from ingest.routes_labels import label_call
 from ingest.routes_platforms import DELIVERIES, LastDelivery
 from ingest.routes_reads import merge_pages
+from ingest.routes_shadow import start_shadow
 from ingest.service import Edge, edge_of
+from ingest.sessions import SignedIn
 
 CHART_HOURS = 24
+# The shadow form's window until the owner picks one: the last week.
+SHADOW_DAYS = 7
 # The overview's chart reads at most this many of the last day's calls (newest first).
 CHART_CALLS = 2_000
 PAGE_SIZE = 50
@@ -543,6 +558,80 @@ async def plan_set(request: web.Request) -> web.Response:
     raise web.HTTPSeeOther(f"{PREFIX}/plan")
 
 
+def own_run(me: SignedIn, request: web.Request, run_id: str | None) -> Run | None:
+    """The run asked for by id (404 when it is not this account's), else the account's latest."""
+    shadows = edge_of(request).shadows
+    account = account_of(me, request)
+    if run_id is None:
+        return shadows.latest(account.id)
+    run = shadows.of(account.id, run_id)
+    if run is None:
+        raise PageError(404, "There is no such shadow run in this account.")
+    return run
+
+
+async def shadow(request: web.Request) -> web.Response:
+    """The Shadow page: a candidate policy's form, and the account's run with its progress or result. With
+    `fragment=1`, the run alone, which the page fetches again every 2 s while it runs."""
+    me = signed_in(request)
+    defaults = edge_of(request).settings.rules.scoring
+    run = own_run(me, request, request.query.get("run"))
+    result = run.body() if run is not None else None
+    shown: dict[str, Any] = {"run": run, "result": result, "actions": ACTIONS}
+    if result is not None and result["state"] == "done":
+        shown["chart"] = daily_chart(result["daily"])
+    if request.query.get("fragment") == "1":
+        return page(request, "shadow_run.html", me, **shown)
+    now = now_ms()
+    # Until the next whole hour: a run then reads every call started up to now.
+    window = {"since": format_ms(now - SHADOW_DAYS * DAY_MS)[:16], "until": format_ms(now + HOUR_MS)[:13] + ":00"}
+    effective, given = policy_body(account_of(me, request).policy, defaults), policy_body(None, defaults)
+    return page(request, "shadow.html", me, policy=effective, defaults=given, window=window, **shown)
+
+
+def form_time(raw: str) -> str:
+    """A `datetime-local` field's value, in UTC as the page says, as the API's ISO 8601 with a zone."""
+    return raw if parse_ms(raw) is not None else f"{raw}Z"
+
+
+async def shadow_start(request: web.Request) -> web.Response:
+    me = signed_in(request)
+    form = await form_of(request, me)
+    defaults = edge_of(request).settings.rules.scoring
+    body = {
+        "since": form_time(form.get("since", "")),
+        "until": form_time(form.get("until", "")),
+        "policy": policy_form(form, defaults),
+    }
+    try:
+        started = await start_shadow(edge_of(request), account_of(me, request), body)
+    except ApiError as refused:
+        if refused.code == "shadow_running":
+            raise PageError(409, "A shadow run is still running: wait for it to finish.") from refused
+        field = refused.context.get("field", "")
+        message = SHADOW_REFUSALS.get(field, f"That policy was refused at {field}: {POLICY_RULE}")
+        raise PageError(refused.status, message) from refused
+    raise web.HTTPSeeOther(f"{PREFIX}/shadow?run={started['id']}")
+
+
+async def shadow_apply(request: web.Request) -> web.Response:
+    """A finished run's "Apply this policy": the same `policy.set` the Policy page appends."""
+    me = signed_in(request)
+    form = await form_of(request, me)
+    run = own_run(me, request, form.get("run", ""))
+    if run is None or not run.done:
+        raise PageError(409, "Only a finished shadow run's policy can be applied.")
+    defaults = edge_of(request).settings.rules.scoring
+    await append_change(request, commands.set_policy(account_of(me, request), run.policy, defaults))
+    raise web.HTTPSeeOther(f"{PREFIX}/policy?saved=1")
+
+
+SHADOW_REFUSALS = {
+    "since": "Give the window's start as a date and time.",
+    "until": "Give the window's end as a date and time after its start, at most 31 days after it.",
+}
+
+
 def refused_page(handler: Any) -> Any:
     """A refused change shows its reason on an error page, with the status the API would give."""
 
@@ -613,6 +702,9 @@ def add_routes(app: web.Application) -> None:
     get(f"{PREFIX}/accuracy", accuracy)
     get(f"{PREFIX}/policy", policy)
     post(f"{PREFIX}/policy", refused_page(policy_set))
+    get(f"{PREFIX}/shadow", shadow)
+    post(f"{PREFIX}/shadow", refused_page(shadow_start))
+    post(f"{PREFIX}/shadow/apply", refused_page(shadow_apply))
     post(f"{PREFIX}/trusted/{{action:add|remove}}", refused_page(trusted_change))
     get(f"{PREFIX}/outbound", outbound)
     post(f"{PREFIX}/outbound", refused_page(outbound_set))

@@ -1,4 +1,4 @@
-"""The edge's log on Kafka: an idempotent producer, followers of the accounts and status topics, and
+"""The edge's log on Kafka: an idempotent producer, followers of the accounts, status and shadow topics, and
 the reply path (answers over TCP, or on the replies partition this edge reads; `ingest.replies`)."""
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ class KafkaLog:
         self.followers: list[TopicFollower] = []
         self.waiting: dict[int, str] = {}
 
-    async def start(self, on_account: Fold, on_status: Fold) -> None:
+    async def start(self, on_account: Fold, on_status: Fold, on_shadow: Fold) -> None:
         accounts = TopicFollower(self.settings, self.settings.topic("accounts"), on_account)
         status = TopicFollower(self.settings, self.settings.topic("status"), on_status)
-        self.followers = [accounts, status]
+        shadow = TopicFollower(self.settings, self.settings.topic("shadow"), on_shadow)
+        self.followers = [accounts, status, shadow]
         await self.producer.start()
         await self.replies.start()
         for follower in self.followers:

@@ -1,5 +1,5 @@
 """What the edge needs of the log: append, ask (append and await the worker's answer), and the records
-of the accounts and status topics as they arrive. `ingest.kafka_log` is the real one; the edge's own
+of the accounts, status and shadow topics as they arrive. `ingest.kafka_log` is the real one; the edge's own
 tests run it on a log in memory (`callscreen.testing.MemoryLog`), whose worker is the pure folds.
 """
 
@@ -19,7 +19,7 @@ class LogUnavailable(Exception):
 class Log(Protocol):
     edge_id: str
 
-    async def start(self, on_account: Fold, on_status: Fold) -> None:
+    async def start(self, on_account: Fold, on_status: Fold, on_shadow: Fold) -> None:
         """Connect, and return once every account record written before now has been folded."""
 
     async def stop(self) -> None: ...

@@ -16,6 +16,7 @@ from domain.accounts import AccountsView, apply, stamp
 from domain.alerts import SCREENING_LOST
 from domain.events import AnyEvent, event_type
 from domain.queries import Question
+from domain.shadow import ShadowView
 from domain.times import format_ms
 from infra.clock import now_ms
 from infra.kafka import partition_for
@@ -67,11 +68,16 @@ class Edge:
         self.unscored_calls = 0
         self.unscored_accounts: set[str] = set()
         self._tasks: list[asyncio.Task[None]] = []
+        # Every shadow run's latest state, as the shadow topic tells it (`ingest/routes_shadow.py`).
+        self.shadows = ShadowView()
 
     def fold_account(self, record: dict[str, Any]) -> None:
         apply(self.accounts, record)
         self.metrics.admin_applied.labels(kind=str(record.get("kind"))).inc()
         self.metrics.accounts.set(len(self.accounts.accounts))
+
+    def fold_shadow(self, record: dict[str, Any]) -> None:
+        self.shadows.apply(record)
 
     def fold_status(self, record: dict[str, Any]) -> None:
         if record.get("kind") == "worker.heartbeat":
@@ -114,7 +120,7 @@ class Edge:
                 self.byte_quota.debit(account, int(size), day)
 
     async def start(self) -> None:
-        await self.log.start(self.fold_account, self.fold_status)
+        await self.log.start(self.fold_account, self.fold_status, self.fold_shadow)
         self._tasks = [
             asyncio.create_task(self._probe_writes(), name="write probe"),
             asyncio.create_task(self._share_usage(), name="usage sharing"),

@@ -45,9 +45,10 @@ import pytest
 import trustme
 
 from callscreen.admin import Admin
-from callscreen.testing import Account, Harness, detect_in_order
+from callscreen.testing import Account, Harness
 from domain.alerts import Alert
 from domain.facts import CallDecided, Fact, decode_fact
+from domain.replay import detect_in_order
 from domain.rules import Rules
 from infra.clock import now_ms
 from processors.faults import LOG_NAME, POINTS

@@ -119,8 +119,15 @@ def test_the_edge_writes_only_event_topics_and_analysts_read_only_alerts() -> No
         "callscreen.queries",
         "callscreen.accounts",
         "callscreen.status",
+        "callscreen.shadow",
     }
-    assert topics_for("edge", "Read") == {"callscreen.accounts", "callscreen.replies", "callscreen.status"}
+    assert topics_for("edge", "Read") == {
+        "callscreen.accounts",
+        "callscreen.replies",
+        "callscreen.status",
+        "callscreen.shadow",
+    }
+    assert topics_for("shadow", "Write") == {"callscreen.shadow"}
     assert topics_for("analyst", "Read") == {"callscreen.alerts"}
     assert topics_for("analyst", "Describe") == {"callscreen.alerts"}
     assert {op for op, _ in granted("analyst")} == {"Read", "Describe"}

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from callscreen.testing import scan_of
 from domain import horizon, index, keys
 from domain.index import AlertEntry, CallEntry
+from domain.replay import scan_of
 from domain.rules import DAY_MS, HOUR_MS
 
 HOT_DAYS = 30

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from callscreen.testing import scan_of
 from domain import index
 from domain.index import CallEntry
+from domain.replay import scan_of
 from domain.rules import DAY_MS
 
 HOUR = index.BUCKET_MS

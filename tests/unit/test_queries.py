@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from callscreen.testing import Account, Harness, as_sent, scan_of
+from callscreen.testing import Account, Harness, as_sent
 from domain import index, queries
 from domain.index import AlertEntry, CallEntry, Hours
 from domain.queries import CallsList
+from domain.replay import scan_of
 from domain.rules import HOUR_MS
 from domain.times import format_ms
 from ingest.routes_reads import merge_pages
