@@ -109,6 +109,9 @@ class Settings:
     # The share of a core a shadow run may take while it folds (shadow/service.py): past it the run waits,
     # so on cores shared with the workers their answers keep their time whatever the run reads.
     shadow_cpu_share: float = 0.5
+    # Runs folding at once, each of another account, sharing that one share: one account's long run never
+    # holds another's back behind it; past it runs wait their turn in the order they were asked for.
+    shadow_concurrent_runs: int = 4
     # The longest a broker holds a fetch that finds nothing new; one that finds a record returns at once.
     fetch_max_wait_ms: int = 500
     # The same for the consumer a worker folds its topics with. A broker holds one fetch per connection at a

@@ -12,20 +12,21 @@ It has a consumer of its own (group `<prefix>.shadow-run`, assigned, never commi
 from the beginning) and a producer that writes only the shadow topic: no alert, block, delivery, allowance
 or answer of the live service is touched. The process lowers its own CPU priority, so on shared cores the
 workers' answers come first and a run takes what is left, and at most `shadow_cpu_share` of a core (half
-by default). Runs go one at a time, in the order they were asked for; one not done when the role stopped
-is run again from the start when it comes back.
+by default). Up to `shadow_concurrent_runs` runs fold at once, each of its own account (the edge allows
+one per account), and share that one budget, so one account's long run never holds another account's
+behind it; a run not done when the role stopped is run again from the start when it comes back.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import itertools
 import logging
 import os
 import signal
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import msgspec
 import orjson
@@ -64,6 +65,9 @@ class Shadow:
         self.asked: dict[str, Request] = {}
         self.done: set[str] = set()
         self.waiting = asyncio.Event()
+        self.running: dict[str, asyncio.Task[bool]] = {}
+        # One budget for every run under way: together they take at most the share.
+        self.throttle = Throttle(settings.shadow_cpu_share)
         self.follower = TopicFollower(settings, self.topic, self.fold)
 
     def fold(self, record: dict[str, object]) -> None:
@@ -73,8 +77,10 @@ class Shadow:
         elif record.get("kind") == DONE:
             self.done.add(str(record["id"]))
 
-    def next_request(self) -> Request | None:
-        return next((r for run_id, r in self.asked.items() if run_id not in self.done), None)
+    def next_requests(self, room: int) -> list[Request]:
+        """Up to `room` runs not done and not under way, in the order they were asked for."""
+        waiting = (r for run_id, r in self.asked.items() if run_id not in self.done and run_id not in self.running)
+        return list(itertools.islice(waiting, max(0, room)))
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.producer.start()
@@ -82,15 +88,22 @@ class Shadow:
         try:
             await self.follower.caught_up()
             while not stop.is_set():
-                request = self.next_request()
-                if request is None:
-                    self.waiting.clear()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.waiting.wait(), 1.0)
-                    continue
-                if await self.shadow(request, stop):
-                    self.done.add(request.id)
+                # Cleared first: a request folded from here on wakes the wait below.
+                self.waiting.clear()
+                for request in self.next_requests(self.settings.shadow_concurrent_runs - len(self.running)):
+                    self.running[request.id] = asyncio.create_task(self.shadow(request, stop))
+                waits = [*self.running.values(), asyncio.ensure_future(self.waiting.wait())]
+                await asyncio.wait(waits, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
+                waits[-1].cancel()
+                for run_id, task in list(self.running.items()):
+                    if task.done():
+                        del self.running[run_id]
+                        if task.result():
+                            self.done.add(run_id)
         finally:
+            for task in self.running.values():
+                task.cancel()
+            await asyncio.gather(*self.running.values(), return_exceptions=True)
             await self.follower.stop()
             await self.producer.stop()
 
@@ -103,12 +116,12 @@ class Shadow:
             reader = LogReader(self.settings, request.until)
             await self.send(request, PROGRESS, progress=0.0, calls=0)
             last = time.monotonic()
-            throttle = Throttle(self.settings.shadow_cpu_share)
             async for record in reader.records():
                 if stop.is_set():
                     return False
+                await self.throttle.turn()
                 fold_record(run, record, self.settings.topic("events"))
-                await throttle.spent()
+                self.throttle.spent()
                 if time.monotonic() - last >= PROGRESS_EVERY_S:
                     last = time.monotonic()
                     await self.send(request, PROGRESS, progress=reader.progress(), calls=run.calls())
@@ -140,19 +153,35 @@ class Shadow:
 
 
 class Throttle:
-    """Holds a run to `share` of the wall clock: after each slice of work, a wait in proportion to it."""
+    """Holds the runs under way together to `share` of the wall clock: each slice of work done owes a rest in
+    proportion to it, and every run waits out the rest before its next record, whichever run worked it."""
 
-    def __init__(self, share: float) -> None:
+    def __init__(
+        self,
+        share: float,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self.share = min(1.0, max(0.01, share))
-        self.started = time.monotonic()
+        self.clock = clock
+        self.sleep = sleep
+        self.started = clock()
+        self.resume_at = 0.0
 
-    async def spent(self) -> None:
-        worked = time.monotonic() - self.started
-        if worked < SLICE_S:
-            return
-        if self.share < 1.0:
-            await asyncio.sleep(worked * (1 - self.share) / self.share)
-        self.started = time.monotonic()
+    async def turn(self) -> None:
+        """Once the runs' rest is over (at once when none is owed)."""
+        while (rest := self.resume_at - self.clock()) > 0:
+            await self.sleep(rest)
+        if self.started < self.resume_at:
+            self.started = self.clock()
+
+    def spent(self) -> None:
+        """A record folded: past a slice of work since the last rest, the rest it owes starts now."""
+        now = self.clock()
+        worked = now - self.started
+        if worked >= SLICE_S:
+            self.resume_at = now + worked * (1 - self.share) / self.share
+            self.started = self.resume_at
 
 
 def fold_record(run: ShadowRun, record: ConsumerRecord[bytes, bytes], events_topic: str) -> None:
