@@ -108,7 +108,7 @@ async def test_stop_and_crash_keep_every_answer_key_alert_and_delivery(
     second = start_service(data_dir, env=env)
     doomed = service_pids(second)
     try:
-        assert len(doomed) == 4, doomed  # run (the edge), one worker, the alerting role, the broker
+        assert len(doomed) == 5, doomed  # run (the edge), one worker, the alerting and shadow roles, the broker
         await settled(second.settings)
         now = await everything(second, http, accounts)
         assert_same_answers(now, before)
@@ -176,7 +176,7 @@ async def test_a_dead_broker_comes_back_on_its_ports_and_a_sigkilled_run_leaves_
     await wait_for_status(http, "POST", url, 200, timeout_s=60, json=start, headers=account.headers)
     assert ports_file.read_text() == ports
     pids = service_pids(service)
-    assert len(pids) == 4
+    assert len(pids) == 5  # run, a worker, the alerting and shadow roles, the broker
     os.kill(service.process.pid, signal.SIGKILL)
     service.process.wait()
     # When `run` dies the roles are killed with it and the broker gets SIGTERM and stops cleanly.

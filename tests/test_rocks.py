@@ -17,7 +17,7 @@ from tests.traffic import post_all, script
 
 ROWS, ROW_BYTES = 4000, 500
 ROOT = Path(__file__).resolve().parent.parent
-TABLES = ("alert_store", "billing", "call_index", "calls", "number_sweeps", "number_windows", "sweeps")
+TABLES = ("alert_store", "billing", "call_index", "calls", "number_sweeps", "number_windows", "outbound", "sweeps")
 
 
 def test_every_database_uses_the_one_shared_cache(tmp_path: Path) -> None:

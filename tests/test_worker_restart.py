@@ -91,12 +91,6 @@ async def test_a_restarted_worker_ticks_each_call_at_its_own_time(
     """A worker rebuilds its sweep's due times at start, each from the sweeps table and its call's row
     (`domain.calls.tick_after`): a call its platform reports on time is ticked once its silence is due; one
     reported late, only once as much time again has passed by the edge's clock."""
-    now = now_ms()
-    # Each call's start and its agent's turn. "ontime": the agent speaks now, the silence is due 20 s from
-    # now. "late": reported 95 s behind its own clock, its silence due 40 s ago by that clock, 55 s from now
-    # by the edge's.
-    calls = {"ontime": (now - 40_000, now), "late": (now - 100_000, now - 95_000)}
-    late_tick = now + 55_000
 
     async def flags(base_url: str, headers: dict[str, str], call_id: str) -> list[str]:
         async with http.get(f"{base_url}/v1/calls/{call_id}", headers=headers) as r:
@@ -108,6 +102,13 @@ async def test_a_restarted_worker_ticks_each_call_at_its_own_time(
     first = start_service(data_dir, kafka)
     try:
         account = await create_account(first.settings, http, first.base_url)
+        # Timed from here, once the first service is up: only its stop and the restart spend the margin.
+        # Each call's start and its agent's turn. "ontime": the agent speaks now, the silence is due 20 s
+        # from now. "late": reported 95 s behind its own clock, its silence due 40 s ago by that clock, 55 s
+        # from now by the edge's.
+        now = now_ms()
+        calls = {"ontime": (now - 40_000, now), "late": (now - 100_000, now - 95_000)}
+        late_tick = now + 55_000
         for call_id, (started, spoke) in calls.items():
             start = {"type": "call.started", "call_id": call_id, "to": "+14155552671", "from": "+447911555000"}
             agent = {"type": "turn.started", "call_id": call_id, "role": "agent", "at": format_ms(spoke)}
