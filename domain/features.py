@@ -644,7 +644,12 @@ def context(view: FeatureView, state: Stored | None, event: AnyEvent, rules: Rul
     )
 
 
-@functools.lru_cache(maxsize=4096)
+# Room for every protected number of a large deployment: at 4,096 the bench's 20,000 numbers evicted each
+# other and every outbound start parsed its account's 25 numbers again (75 µs each).
+COUNTRY_CACHE_NUMBERS = 1 << 17
+
+
+@functools.lru_cache(maxsize=COUNTRY_CACHE_NUMBERS)
 def country_of(number: str) -> str:
     """A protected number's country, parsed once: every outbound start of its account asks for it."""
     parsed = parse_number(number)
