@@ -13,12 +13,14 @@ from typing import Any
 
 from domain import outbound
 from domain.channels import Channel, allowed, on_plan
+from domain.events import KEY_CREDENTIAL
 from domain.ids import same_digest
 from domain.outbound import Outbound
 from domain.people import PeopleView
 from domain.people import fold as fold_people
 from domain.policy import POLICY_SET, Policy, record_policy
 from domain.times import format_ms
+from domain.validation import Stamp
 
 PLANS = ("watch", "guard")
 SCOPES = ("full", "read")
@@ -86,6 +88,11 @@ class Account:
     policy: Policy | None = None
     # Its outbound settings and pause (`domain.outbound`), None while they are the defaults.
     outbound: Outbound | None = None
+
+    def stamp(self, event_id: str, received_at: int, credential: str = KEY_CREDENTIAL) -> Stamp:
+        """What the edge stamps on an event of this account as it stands now: plan, trusted list, policy and
+        outbound settings, so a refold answers the event as it was answered."""
+        return Stamp(event_id, self.id, self.plan, received_at, self.trusted, credential, self.policy, self.outbound)
 
 
 @dataclass

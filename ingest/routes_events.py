@@ -6,7 +6,7 @@ import uuid
 
 from aiohttp import web
 
-from domain.validation import Stamp, TimeBounds, parse_event
+from domain.validation import TimeBounds, parse_event
 from infra.clock import now_ms
 from ingest import guards
 from ingest.errors import json_response
@@ -18,16 +18,7 @@ async def post_event(request: web.Request) -> web.Response:
     principal = await guards.event_poster(request)
     body = await guards.json_object(request)
     account = principal.account
-    stamp = Stamp(
-        uuid.uuid4().hex,
-        account.id,
-        account.plan,
-        now_ms(),
-        account.trusted,
-        principal.credential,
-        account.policy,
-        account.outbound,
-    )
+    stamp = account.stamp(uuid.uuid4().hex, now_ms(), principal.credential)
     event = parse_event(body, stamp, TimeBounds.of(edge.settings.rules.limits))
     edge.charge_bytes(account.id, len(await request.read()))
     reply = await edge.ask_event(account.id, event)

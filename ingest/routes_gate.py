@@ -109,7 +109,7 @@ async def gate_request(request: web.Request) -> GateRequest:
 
 def stamp_for(account: Account) -> Stamp:
     """A gated event's stamp: what the carrier posts comes with the number's gate token, a path token."""
-    return Stamp(uuid.uuid4().hex, account.id, account.plan, now_ms(), account.trusted, GATE_CREDENTIAL, account.policy)
+    return account.stamp(uuid.uuid4().hex, now_ms(), GATE_CREDENTIAL)
 
 
 def bounds(edge: Edge) -> TimeBounds:

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from domain import keys
 from domain.accounts import Account
-from domain.validation import Stamp, parse_label
+from domain.validation import parse_label
 from infra.clock import now_ms
 from ingest import guards
 from ingest.errors import json_response
@@ -20,7 +20,7 @@ from ingest.service import Edge, edge_of
 async def label_call(edge: Edge, account: Account, call_id: str, body: dict[str, Any]) -> dict[str, Any]:
     """Append the label as an event of its call, keyed as the call's events are, and wait for the answer:
     the call record as the label left it, or 404 `not_found` (the dashboard's buttons post here too)."""
-    stamp = Stamp(uuid.uuid4().hex, account.id, account.plan, now_ms(), account.trusted)
+    stamp = account.stamp(uuid.uuid4().hex, now_ms())
     event = parse_label(body, stamp, call_id)
     return await edge.ask(edge.settings.topic("events"), keys.call(account.id, event.call_id), event)
 

@@ -26,7 +26,7 @@ from domain import gate
 from domain.adapters import PARSERS, Ignored
 from domain.events import AnyEvent, CallEnded, event_type
 from domain.ids import derived_event_id
-from domain.validation import InputError, Stamp, TimeBounds, parse_event
+from domain.validation import InputError, TimeBounds, parse_event
 from infra.clock import now_ms
 from infra.sealing import SecretKeyProblem
 from ingest.auth import Principal, authenticate_key, authenticate_token, require_write
@@ -154,16 +154,7 @@ def _event(
     form: MultiDict[str] | None,
 ) -> AnyEvent:
     account = principal.account
-    stamp = Stamp(
-        event_id,
-        account.id,
-        account.plan,
-        now_ms(),
-        account.trusted,
-        principal.credential,
-        account.policy,
-        account.outbound,
-    )
+    stamp = account.stamp(event_id, now_ms(), principal.credential)
     event = parse_event(body, stamp, TimeBounds.of(edge.settings.rules.limits))
     if isinstance(event, CallEnded):
         # The platform ended the call; Twilio's status callback also says how long it ran.
