@@ -12,13 +12,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
+import jsonschema
 import orjson
 import pytest
 
+import schemas
 from domain.rules import MIN_MS
 from domain.times import format_ms
 from infra.clock import now_ms
 from tests.service import AccountKeys, RunningService, create_account, running_service
+from tests.test_topic_schemas import branch_required, format_checker, kind_of, pinned_kinds
 from tests.topics import read_topic
 
 pytestmark = pytest.mark.pipeline
@@ -166,6 +169,30 @@ async def test_a_candidate_flips_exactly_the_calls_between_the_thresholds_and_to
 
     # Neither run appended anything of the account's to a live topic.
     assert await live_records(service, account.account_id) == live
+    assert_shadow_records_match_their_schema(
+        [orjson.loads(r.value) for r in await read_topic(service.settings, service.settings.topic("shadow"))]
+    )
+
+
+def assert_shadow_records_match_their_schema(values: list[dict[str, Any]]) -> None:
+    """The shadow topic's records as tests/test_topic_schemas.py checks every other topic's: each kind
+    appears, has its branch, and loses its validity without any field its branch requires."""
+    schema = schemas.load("shadow.schema.json")
+    validator = jsonschema.Draft202012Validator(schema, format_checker=format_checker())
+    assert {kind_of("shadow", v) for v in values} == {
+        "shadow.requested",
+        "shadow.progress",
+        "shadow.result",
+        "shadow.done",
+    }
+    pinned = pinned_kinds(schema, "kind")
+    for value in values:
+        errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(value)]
+        assert not errors, f"shadow record {value} breaks its schema: {errors}"
+        kind = kind_of("shadow", value)
+        assert kind in pinned, f"shadow kind {kind} has no schema branch"
+        for field in [*schema["required"], *branch_required(schema, "kind", kind)]:
+            assert not validator.is_valid({k: v for k, v in value.items() if k != field}), (kind, field)
 
 
 async def test_one_run_at_a_time_and_the_bodies_the_contract_refuses(
