@@ -100,12 +100,17 @@ class Settings:
     # Index rows a listing question reads in one partition before it answers a short page that says where
     # it stopped: a filter that matches nothing cannot hold the worker's loop through 400 days of rows.
     query_scan_max_rows: int = 500
-    # Answered questions not yet acknowledged, counted apart from the folds' (`worker_unacknowledged_max`):
-    # past it the questions wait, never the folds.
+    # Questions taken off the feed and not yet acknowledged, counted apart from the folds'
+    # (`worker_unacknowledged_max`): past it the questions wait, never the folds.
     query_unacknowledged_max: int = 1024
     # The share of a worker's event loop that answering questions may take; the folds keep the rest however
     # many questions wait (processors/folds/queries.py). Past it, the questions wait out the edge's deadline.
     query_loop_share: float = 0.25
+    # Questions waiting for their turn at a worker, per account and in all. Accounts take turns, one question
+    # each, so one account's flood waits behind its own questions, never another's; past either bound a new
+    # question is refused at once (503) rather than left to wait out the edge's deadline.
+    query_waiting_per_account: int = 64
+    query_waiting_max: int = 1024
     # The share of a core a shadow run may take while it folds (shadow/service.py): past it the run waits,
     # so on cores shared with the workers their answers keep their time whatever the run reads.
     shadow_cpu_share: float = 0.5

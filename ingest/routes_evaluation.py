@@ -22,14 +22,13 @@ async def evaluate(edge: Edge, account_id: str, since: int | None, until: int | 
     """The evaluation body, charged to the account's read budget once. Each partition is read in bounded
     steps (`Settings.query_scan_max_rows` rows each), so a long window never holds a worker's loop."""
     edge.limit(edge.account_read_limiter, account_id)
-    topic = edge.settings.topic("queries")
 
     async def partition_tally(partition: int) -> evaluation.Tally:
         total = evaluation.empty()
         before: Position | None = None
         while True:
             question = EvaluationPart(account_id=account_id, since=since, until=until, before=before)
-            reply = await edge.ask(topic, str(partition), question, partition=partition)
+            reply = await edge.question(str(partition), question, partition=partition)
             body = reply["body"]
             evaluation.add(total, body["tally"])
             if body["stop"] is None:

@@ -310,20 +310,25 @@ class Edge:
         self.metrics.child(self.metrics.answers, event_type(event)).observe(time.perf_counter() - started)
         return reply
 
+    async def question(self, key: str, record: Question, partition: int | None = None) -> dict[str, Any]:
+        """The answer of the worker that owns `key`'s partition (or `partition`) to a read-only question;
+        503 when the worker refused it because the account's turn at its questions was full."""
+        reply = await self.ask(self.settings.topic("queries"), key, record, partition)
+        if reply["status"] == 503:
+            raise ApiError(503, "unavailable", headers={"Retry-After": "1"})
+        return reply
+
     async def query(self, record: Question, key: str) -> dict[str, Any]:
         """Ask the worker that owns `key`'s partition a read-only question, within the account's budget."""
         self.limit(self.account_read_limiter, record.account_id)
-        return await self.ask(self.settings.topic("queries"), key, record)
+        return await self.question(key, record)
 
     async def query_all(self, record: Question) -> list[dict[str, Any]]:
         """Ask every partition's owner and gather their answers (scatter/gather for listings), within the
         account's budget: one question, however many partitions it asks."""
         self.limit(self.account_read_limiter, record.account_id)
-        topic = self.settings.topic("queries")
         return list(
-            await asyncio.gather(
-                *(self.ask(topic, str(p), record, partition=p) for p in range(self.settings.partitions))
-            )
+            await asyncio.gather(*(self.question(str(p), record, partition=p) for p in range(self.settings.partitions)))
         )
 
     def partition_for(self, key: str) -> int:

@@ -52,6 +52,11 @@ class WorkerMetrics:
             "Questions left unanswered because the edge's answer deadline had passed when their turn came.",
             registry=self.registry,
         )
+        self.questions_refused = Counter(
+            "callscreen_questions_refused",
+            "Questions answered 503 at once because their account's turn at the worker's questions was full.",
+            registry=self.registry,
+        )
         self.checkpoints = Counter(
             "callscreen_table_checkpoints",
             "Times the worker wrote its RocksDB memtables to disk (`table_checkpoint_s`): what a kill keeps.",

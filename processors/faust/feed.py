@@ -115,7 +115,7 @@ class Feed:
             # Faust's check for stalled partitions reads when each last reached a fold.
             inbound[message.tp] = time.monotonic()
             event = Fed(message)
-            _current_event.set(weakref.ref(cast(Any, event)))
+            make_current(event)
             yield event
 
     async def ack(self, event: Fed) -> None:
@@ -162,3 +162,9 @@ class FeedConductor(Conductor):
 def feed_folds() -> None:
     """Every Faust app made after this keeps the feeds of its folded topics on its conductor."""
     driver.Transport.Conductor = FeedConductor
+
+
+def make_current(event: Fed) -> None:
+    """`event` the current event of the running task: the tables read the partition of the current event,
+    and a question answered after its fold has returned (processors/folds/queries.py) reads its own."""
+    _current_event.set(weakref.ref(cast(Any, event)))

@@ -14,20 +14,36 @@ the edge's deadline (docs/hostile-runs.md, "Tenant isolation"). Here the time sp
 to a bucket that refills at `share` of the wall clock; an answer that overdraws it waits until it is
 paid back, so the folds keep the rest of the loop, however many questions are queued. The credit an idle
 spell banks is small (`burst_s`): questions run back to back for no longer than a fold may wait.
+
+`Waiting` decides whose question is answered next. Answered in arrival order, one account looping listings
+filled the queue and every other account's reads waited behind it past the edge's deadline; taken in turn,
+one question an account, the others' wait is bounded by how many accounts are asking, not by how much
+one of them asks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+from faust.types import TP
 
 from domain import queries
 from domain.alerts import Alert
 from domain.calls import Stored
+from domain.fairness import FairQueues
+from processors.faust.feed import make_current
 from processors.folds.commits import Room
 from processors.folds.parts import Parts
 from processors.folds.shell import Pending, Record, each_record
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+# What a worker answers when an account's turn at its questions is full: the edge's `unavailable`.
+BUSY = (503, {"error": "unavailable"})
 
 
 def expired(asked_at_s: float | None, deadline_s: float) -> bool:
@@ -47,22 +63,87 @@ def register(w: Parts) -> None:
     )
     room = Room(w.settings.query_unacknowledged_max)
     share = LoopShare(w.settings.query_loop_share)
+    waiting: Waiting[tuple[Record, queries.AnyQuestion]] = Waiting(
+        w.settings.query_waiting_per_account, w.settings.query_waiting_max
+    )
 
-    async def answer(record: Record, pending: Pending, replay: bool) -> None:
+    async def take(record: Record, pending: Pending, replay: bool) -> None:
         if replay:
             return
         if expired(record.message.timestamp, w.settings.answer_deadline_s):
             w.metrics.questions_expired.inc()
             return
-        began = time.perf_counter()
         question = queries.decode_question(record.value)
-        status, body = queries.answer(question, record.message.partition, reads, w.rules)
-        await w.replies.reply(record, status, body)
-        # Nothing above waits while the feed holds questions (a reply's drain returns at once): without
-        # this a backlog of questions was answered back to back while every fold waited for the loop.
-        await share.spent(time.perf_counter() - began)
+        if not waiting.put(question.account_id, (record, question)):
+            w.metrics.questions_refused.inc()
+            await w.replies.reply(record, *BUSY)
 
-    each_record(w, "queries", answer, room)
+    def held(record: Record) -> bool:
+        """Whether the partition asked about is still this worker's: a rebalance while the question waited
+        handed its rows to another worker (the edge answers 503 at its deadline)."""
+        consumer = w.app.consumer
+        return consumer is not None and TP(record.message.topic, record.message.partition) in consumer.assignment()
+
+    async def answer(record: Record, question: queries.AnyQuestion) -> None:
+        if expired(record.message.timestamp, w.settings.answer_deadline_s):
+            w.metrics.questions_expired.inc()
+            return
+        if not held(record):
+            return
+        make_current(record)
+        began = time.perf_counter()
+        status, body = queries.answer(question, record.message.partition, reads, w.rules)
+        spent = time.perf_counter() - began
+        await w.replies.reply(record, status, body)
+        # Charged for the answer's own work only: a reply waiting on a busy edge's socket is not the loop's
+        # time, and charging it made the next account in turn wait out a long rest. Without the charge a
+        # backlog of questions was answered back to back while every fold waited for the loop.
+        await share.spent(spent)
+
+    @w.app.task
+    async def answering() -> None:
+        while True:
+            account, (record, question) = await waiting.get()
+            try:
+                await answer(record, question)
+            except Exception as error:
+                log.error("answering a question failed; stopping the worker")
+                await w.app.crash(error)
+                raise
+            finally:
+                waiting.done(account)
+
+    each_record(w, "queries", take, room)
+
+
+class Waiting(Generic[T]):
+    """The questions waiting at a worker: accounts in turn, one question each (`domain.fairness.FairQueues`,
+    one answered at a time), at most `per_account` of an account's and `most` in all."""
+
+    def __init__(self, per_account: int, most: int) -> None:
+        self.queues: FairQueues[T] = FairQueues(total=1, per_key=1, limit=per_account)
+        self.most = most
+        self.size = 0
+        self._ready = asyncio.Event()
+
+    def put(self, account: str, item: T) -> bool:
+        """Queue `item` for `account`; False, and nothing queued, past either bound."""
+        if self.size >= self.most or not self.queues.offer(account, item):
+            return False
+        self.size += 1
+        self._ready.set()
+        return True
+
+    async def get(self) -> tuple[str, T]:
+        """The next account in turn and its oldest item, once there is one; `done(account)` once answered."""
+        while (turn := self.queues.next()) is None:
+            self._ready.clear()
+            await self._ready.wait()
+        self.size -= 1
+        return turn
+
+    def done(self, account: str) -> None:
+        self.queues.done(account)
 
 
 class LoopShare:
