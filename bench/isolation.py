@@ -89,6 +89,8 @@ TARGET_RATIO = 1.5
 TARGETS = {"read_flood": "quiet", "forward_flood": "quiet", "sign_in_flood": "invalid_key_flood"}
 # The flood runs this long before the victim's load starts, so the victim meets it at full strength.
 RAMP_S = 2.0
+# Another account's listings during the read flood, a second.
+READS_PER_S = 5
 # Between phases: the previous victim's closing ends folded, the previous flood's held forwards timed out.
 PAUSE_S = 3.0
 # After each phase, until the victim's starts are answered again (three in a row, each within RECOVERED_S):
@@ -626,12 +628,48 @@ async def forwards_refused(service: Service) -> dict[str, float]:
     return found
 
 
+async def victim_reads(service: Service, account: BenchAccount, seconds: float) -> dict[str, Any]:
+    """Another account's listings during the phase, open loop at `READS_PER_S`: latency from the intended
+    send time, as for the starts."""
+    latencies: list[float] = []
+    statuses: Counter[str] = Counter()
+    headers = {"Authorization": f"Bearer {account.key}"}
+    async with aiohttp.ClientSession() as http:
+
+        async def one(at: float) -> None:
+            await asyncio.sleep(max(0.0, at - time.monotonic()))
+            async with http.get(f"{service.base_url}/v1/calls?limit=50", headers=headers) as r:
+                await r.read()
+                statuses[str(r.status)] += 1
+                if r.status == 200:
+                    latencies.append(time.monotonic() - at)
+
+        began = time.monotonic()
+        await asyncio.gather(*(one(began + n / READS_PER_S) for n in range(int(seconds * READS_PER_S))))
+    latencies.sort()
+    return {
+        "p50_ms": round(percentile(latencies, 50) * 1000, 2) if latencies else None,
+        "p99_ms": round(percentile(latencies, 99) * 1000, 2) if latencies else None,
+        "errors": sum(count for status, count in statuses.items() if status != "200"),
+        "statuses": dict(statuses),
+    }
+
+
 async def flood_phase(bench: Bench, spec: dict[str, Any]) -> dict[str, Any]:
     counts: dict[str, Any] = {}
     async with flooding({"base_url": bench.service.base_url, "clients": bench.args.clients, **spec}, counts):
         await asyncio.sleep(RAMP_S)
+        if spec["kind"] != "reads":
+            victim = await bench.victim()
+            return {"victim": victim_figures(victim), "flood": counts, "victim_run": victim}
+        reads = asyncio.ensure_future(victim_reads(bench.service, bench.victims[-1], bench.args.seconds))
         victim = await bench.victim()
-    return {"victim": victim_figures(victim), "flood": counts, "victim_run": victim}
+        return {
+            "victim": victim_figures(victim),
+            "victim_reads": await reads,
+            "flood": counts,
+            "victim_run": victim,
+        }
 
 
 async def dns_phase(bench: Bench, dns: LoopbackDNS, good: GoodReceiver, hooks: dict[str, Any]) -> dict[str, Any]:
@@ -745,8 +783,14 @@ async def measure(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
                 cpu_before = {role: cpu_seconds(pid) for role, pid in service.processes().items()}
                 phase_started = time.monotonic()
                 if name in ("quiet", "quiet_after"):
+                    reads = asyncio.ensure_future(victim_reads(service, victims[-1], args.seconds))
                     run = await bench.victim()
-                    phases[name] = {"victim": victim_figures(run), "flood": None, "victim_run": run}
+                    phases[name] = {
+                        "victim": victim_figures(run),
+                        "victim_reads": await reads,
+                        "flood": None,
+                        "victim_run": run,
+                    }
                 elif name == "read_flood":
                     phases[name] = await flood_phase(bench, {"kind": "reads", "keys": keys})
                     phases[name]["flood"]["read_keys"] = len(keys)

@@ -97,6 +97,10 @@ class Settings:
     edge_metrics_port: int = 0
     # Answer path.
     answer_deadline_s: float = 2.0
+    # How long the edge holds a refusal for being over a limit (429, and a worker's 503 for an account whose
+    # questions are full) before it sends it, at most its Retry-After: a client looping on refusals asks a
+    # few times a second, not thousands, and the edge's core stays the other accounts' (decision 0036).
+    refusal_hold_s: float = 1.0
     # Index rows a listing question reads in one partition before it answers a short page that says where
     # it stopped: a filter that matches nothing cannot hold the worker's loop through 400 days of rows.
     query_scan_max_rows: int = 500

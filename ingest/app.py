@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -51,6 +52,13 @@ def request_id_of(request: web.Request) -> str:
     return given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
 
 
+async def hold(most_s: float, retry_after: str | None) -> None:
+    """Wait before sending a refusal for being over a limit: `most_s`, or its Retry-After if sooner."""
+    wait = most_s if retry_after is None or not retry_after.isdigit() else min(most_s, float(retry_after))
+    if wait > 0:
+        await asyncio.sleep(wait)
+
+
 @web.middleware
 async def errors_and_metrics(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every failure as JSON (TwiML on the gate's paths), every request counted and timed, one log line with a
@@ -78,6 +86,8 @@ async def errors_and_metrics(request: web.Request, handler: Handler) -> web.Stre
     except Exception:
         log.exception("unhandled error", extra={"request_id": request_id})
         response = ApiError(500, "internal").response()
+    if response.status == 429:
+        await hold(request.app[EDGE].settings.refusal_hold_s, response.headers.get("Retry-After"))
     if (
         response.status >= 400
         and response.content_type != twiml.CONTENT_TYPE

@@ -315,6 +315,8 @@ class Edge:
         503 when the worker refused it because the account's turn at its questions was full."""
         reply = await self.ask(self.settings.topic("queries"), key, record, partition)
         if reply["status"] == 503:
+            # Held as a 429 is (ingest.app.hold): the account is over its share, not the service down.
+            await asyncio.sleep(self.settings.refusal_hold_s)
             raise ApiError(503, "unavailable", headers={"Retry-After": "1"})
         return reply
 

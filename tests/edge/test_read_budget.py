@@ -29,15 +29,19 @@ async def test_reads_over_the_accounts_budget_are_refused_whichever_key_sends_th
         sent += 1
         # Round-robin over three keys: each stays far under its own 600 a minute.
         key = keys[sent % len(keys)]
+        asked = time.monotonic()
         async with http.get(f"{base_url}/v1/account", headers={"Authorization": f"Bearer {key}"}) as r:
             if r.status == 429:
                 body, retry = await r.json(), int(r.headers["Retry-After"])
+                held = time.monotonic() - asked
                 break
             assert r.status == 200
         assert sent < 2 * ACCOUNT_LIMIT, "no 429 from the account's budget"
     refilled = (time.monotonic() - started) * ACCOUNT_LIMIT / 60
     assert ACCOUNT_LIMIT < sent <= ACCOUNT_LIMIT + refilled + 1
     assert (body, retry >= 1) == ({"error": "rate_limited", "limit": ACCOUNT_LIMIT, "window_s": 60}, True)
+    # The refusal was held before it was sent (`refusal_hold_s`, its Retry-After being longer).
+    assert held >= edge.settings.refusal_hold_s == 1.0
     # Another account's reads are its own.
     other = await edge.new_account()
     await wait_for_status(http, "GET", f"{base_url}/v1/account", 200, headers=other.headers)
