@@ -16,9 +16,9 @@ paid back, so the folds keep the rest of the loop, however many questions are qu
 spell banks is small (`burst_s`): questions run back to back for no longer than a fold may wait.
 
 `Waiting` decides whose question is answered next. Answered in arrival order, one account looping listings
-filled the queue and every other account's reads waited behind it past the edge's deadline; taken in turn,
-one question an account, the others' wait is bounded by how many accounts are asking, not by how much
-one of them asks.
+filled the queue and every other account's reads waited behind it past the edge's deadline; taken by the
+answering time each account has had, the others' wait is bounded by how many accounts are asking, not by
+how much one of them asks, and cheap reads are not paced by a flood's costly ones.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
@@ -34,7 +35,6 @@ from faust.types import TP
 from domain import queries
 from domain.alerts import Alert
 from domain.calls import Stored
-from domain.fairness import FairQueues
 from processors.faust.feed import make_current
 from processors.folds.commits import Room
 from processors.folds.parts import Parts
@@ -84,12 +84,13 @@ def register(w: Parts) -> None:
         consumer = w.app.consumer
         return consumer is not None and TP(record.message.topic, record.message.partition) in consumer.assignment()
 
-    async def answer(record: Record, question: queries.AnyQuestion) -> None:
+    async def answer(record: Record, question: queries.AnyQuestion) -> float:
+        """Answer the question unless no one waits for it any more; returns the seconds answering took."""
         if expired(record.message.timestamp, w.settings.answer_deadline_s):
             w.metrics.questions_expired.inc()
-            return
+            return 0.0
         if not held(record):
-            return
+            return 0.0
         make_current(record)
         began = time.perf_counter()
         status, body = queries.answer(question, record.message.partition, reads, w.rules)
@@ -99,51 +100,86 @@ def register(w: Parts) -> None:
         # time, and charging it made the next account in turn wait out a long rest. Without the charge a
         # backlog of questions was answered back to back while every fold waited for the loop.
         await share.spent(spent)
+        return spent
 
     @w.app.task
     async def answering() -> None:
         while True:
             account, (record, question) = await waiting.get()
             try:
-                await answer(record, question)
+                waiting.charge(account, await answer(record, question))
             except Exception as error:
                 log.error("answering a question failed; stopping the worker")
                 await w.app.crash(error)
                 raise
-            finally:
-                waiting.done(account)
 
     each_record(w, "queries", take, room)
 
 
 class Waiting(Generic[T]):
-    """The questions waiting at a worker: accounts in turn, one question each (`domain.fairness.FairQueues`,
-    one answered at a time), at most `per_account` of an account's and `most` in all."""
+    """The questions waiting at a worker, at most `per_account` of an account's and `most` in all. The next
+    one answered is the oldest of the account that has had the least answering time while it was waiting
+    (start-time fair queuing; `charge` says what an answer took), the least recently served on a tie: equal
+    questions take turns one each, and an account of cheap reads is not held back a turn for every costly
+    one of a flood's."""
 
     def __init__(self, per_account: int, most: int) -> None:
-        self.queues: FairQueues[T] = FairQueues(total=1, per_key=1, limit=per_account)
+        self.per_account = per_account
         self.most = most
         self.size = 0
+        self._items: dict[str, deque[T]] = {}
+        # Answering time charged to each account, on a clock shared by all: an account that starts asking
+        # starts at the time of the last account served, so sitting idle banks nothing.
+        self._tags: dict[str, float] = {}
+        self._now = 0.0
+        # When each account was last served (or started asking): ties go to the one served longest ago.
+        self._served: dict[str, int] = {}
+        self._turns = 0
         self._ready = asyncio.Event()
 
     def put(self, account: str, item: T) -> bool:
         """Queue `item` for `account`; False, and nothing queued, past either bound."""
-        if self.size >= self.most or not self.queues.offer(account, item):
+        items = self._items.get(account)
+        if self.size >= self.most or (items is not None and len(items) >= self.per_account):
             return False
+        if items is None:
+            items = self._items[account] = deque()
+            self._tags[account] = max(self._tags.get(account, self._now), self._now)
+            self._served.setdefault(account, self._next_turn())
+        items.append(item)
         self.size += 1
         self._ready.set()
         return True
 
     async def get(self) -> tuple[str, T]:
-        """The next account in turn and its oldest item, once there is one; `done(account)` once answered."""
-        while (turn := self.queues.next()) is None:
+        """The next account's oldest item, once there is one; `charge` the account what answering it took."""
+        while not self._items:
             self._ready.clear()
             await self._ready.wait()
+        account = min(self._items, key=lambda a: (self._tags[a], self._served[a]))
+        self._now = self._tags[account]
+        self._served[account] = self._next_turn()
+        items = self._items[account]
+        item = items.popleft()
         self.size -= 1
-        return turn
+        if not items:
+            del self._items[account]
+        return account, item
 
-    def done(self, account: str) -> None:
-        self.queues.done(account)
+    def charge(self, account: str, seconds: float) -> None:
+        self._tags[account] = self._tags.get(account, self._now) + seconds
+        if len(self._tags) > 2 * len(self._items) + 64:
+            self._forget_idle()
+
+    def _next_turn(self) -> int:
+        self._turns += 1
+        return self._turns
+
+    def _forget_idle(self) -> None:
+        """Accounts with nothing waiting and no time owed: they would start again at `_now` anyway."""
+        for account in [a for a, tag in self._tags.items() if a not in self._items and tag <= self._now]:
+            del self._tags[account]
+            self._served.pop(account, None)
 
 
 class LoopShare:
