@@ -60,11 +60,15 @@ async def test_rebuild_gives_byte_identical_answers_and_no_new_alert_or_delivery
     async with Admin(settings) as admin:
         await admin.outbound_set(guarded.account_id, {"countries": ["US", "CA"], "transfer": ["+1202555"]})
     await outbound_in_effect(http, base_url, guarded, "+16135550123", [])
-    dialled = [outbound_start(f"out-{i}", base - HOUR_MS + i * MIN_MS, f"+12025550{i + 1}00") for i in range(5)]
-    dialled.append(outbound_start("out-ca", base - HOUR_MS + 5 * MIN_MS, "+16135550123"))
-    dialled.append(outbound_start("out-transfer", base - HOUR_MS + 5 * MIN_MS, "+12025559999", transfer=True))
+    # The allowed country and transfer first: once the burst's alert is folded the account is paused, and a
+    # start after the burst could find it paused already or not yet.
+    dialled = [
+        outbound_start("out-ca", base - HOUR_MS - 2 * MIN_MS, "+16135550123"),
+        outbound_start("out-transfer", base - HOUR_MS - MIN_MS, "+12025559999", transfer=True),
+    ]
+    dialled += [outbound_start(f"out-{i}", base - HOUR_MS + i * MIN_MS, f"+12025550{i + 1}00") for i in range(5)]
     outbound_answers = await post_all(http, base_url, guarded, dialled)
-    assert [a["reasons"] for _, a in outbound_answers] == [[], [], [], [], ["destination_burst"], [], []]
+    assert [a["reasons"] for _, a in outbound_answers] == [[], [], [], [], [], [], ["destination_burst"]]
     await outbound_in_effect(http, base_url, guarded, "+19197770801", ["outbound_paused"])
     (_, paused_start), *_ = await post_all(
         http, base_url, guarded, [outbound_start("out-paused", base - HOUR_MS + 6 * MIN_MS, "+19197770801")]
