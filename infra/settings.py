@@ -110,9 +110,10 @@ class Settings:
     # The share of a worker's event loop that answering questions may take; the folds keep the rest however
     # many questions wait (processors/folds/queries.py). Past it, the questions wait out the edge's deadline.
     query_loop_share: float = 0.25
-    # Questions waiting for their turn at a worker, per account and in all. Accounts take turns, one question
-    # each, so one account's flood waits behind its own questions, never another's; past either bound a new
-    # question is refused at once (503) rather than left to wait out the edge's deadline.
+    # Questions waiting for their turn at a worker, per account and in all. The account that has had the least
+    # answering time goes first (processors/folds/queries.py, `Waiting`), so one account's flood waits behind
+    # its own questions, never another's; past either bound a new question is refused at once (503) rather
+    # than left to wait out the edge's deadline.
     query_waiting_per_account: int = 64
     query_waiting_max: int = 1024
     # The share of a core a shadow run may take while it folds (shadow/service.py): past it the run waits,

@@ -67,11 +67,14 @@ def register(w: Parts) -> None:
         w.settings.query_waiting_per_account, w.settings.query_waiting_max
     )
 
-    async def take(record: Record, pending: Pending, replay: bool) -> None:
-        if replay:
-            return
+    def too_late(record: Record) -> bool:
         if expired(record.message.timestamp, w.settings.answer_deadline_s):
             w.metrics.questions_expired.inc()
+            return True
+        return False
+
+    async def take(record: Record, pending: Pending, replay: bool) -> None:
+        if replay or too_late(record):
             return
         question = queries.decode_question(record.value)
         if not waiting.put(question.account_id, (record, question)):
@@ -86,10 +89,7 @@ def register(w: Parts) -> None:
 
     async def answer(record: Record, question: queries.AnyQuestion) -> float:
         """Answer the question unless no one waits for it any more; returns the seconds answering took."""
-        if expired(record.message.timestamp, w.settings.answer_deadline_s):
-            w.metrics.questions_expired.inc()
-            return 0.0
-        if not held(record):
+        if too_late(record) or not held(record):
             return 0.0
         make_current(record)
         began = time.perf_counter()
@@ -167,7 +167,7 @@ class Waiting(Generic[T]):
         return account, item
 
     def charge(self, account: str, seconds: float) -> None:
-        self._tags[account] = self._tags.get(account, self._now) + seconds
+        self._tags[account] += seconds
         if len(self._tags) > 2 * len(self._items) + 64:
             self._forget_idle()
 
