@@ -560,6 +560,12 @@ class Bench:
         }
         return await in_process(spec)
 
+    async def victim_and_reads(self) -> dict[str, Any]:
+        """The victim's starts and, beside them, another victim account's listings (`victim_reads`)."""
+        reads = asyncio.ensure_future(victim_reads(self.service, self.victims[-1], self.args.seconds))
+        run = await self.victim()
+        return {"victim": victim_figures(run), "victim_reads": await reads, "victim_run": run}
+
 
 def victim_figures(run: dict[str, Any]) -> dict[str, Any]:
     every = run["all"]
@@ -655,21 +661,16 @@ async def victim_reads(service: Service, account: BenchAccount, seconds: float) 
     }
 
 
-async def flood_phase(bench: Bench, spec: dict[str, Any]) -> dict[str, Any]:
+async def flood_phase(bench: Bench, spec: dict[str, Any], with_reads: bool = False) -> dict[str, Any]:
     counts: dict[str, Any] = {}
     async with flooding({"base_url": bench.service.base_url, "clients": bench.args.clients, **spec}, counts):
         await asyncio.sleep(RAMP_S)
-        if spec["kind"] != "reads":
-            victim = await bench.victim()
-            return {"victim": victim_figures(victim), "flood": counts, "victim_run": victim}
-        reads = asyncio.ensure_future(victim_reads(bench.service, bench.victims[-1], bench.args.seconds))
-        victim = await bench.victim()
-        return {
-            "victim": victim_figures(victim),
-            "victim_reads": await reads,
-            "flood": counts,
-            "victim_run": victim,
-        }
+        if with_reads:
+            measured = await bench.victim_and_reads()
+        else:
+            run = await bench.victim()
+            measured = {"victim": victim_figures(run), "victim_run": run}
+    return {**measured, "flood": counts}
 
 
 async def dns_phase(bench: Bench, dns: LoopbackDNS, good: GoodReceiver, hooks: dict[str, Any]) -> dict[str, Any]:
@@ -783,16 +784,9 @@ async def measure(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
                 cpu_before = {role: cpu_seconds(pid) for role, pid in service.processes().items()}
                 phase_started = time.monotonic()
                 if name in ("quiet", "quiet_after"):
-                    reads = asyncio.ensure_future(victim_reads(service, victims[-1], args.seconds))
-                    run = await bench.victim()
-                    phases[name] = {
-                        "victim": victim_figures(run),
-                        "victim_reads": await reads,
-                        "flood": None,
-                        "victim_run": run,
-                    }
+                    phases[name] = {**await bench.victim_and_reads(), "flood": None}
                 elif name == "read_flood":
-                    phases[name] = await flood_phase(bench, {"kind": "reads", "keys": keys})
+                    phases[name] = await flood_phase(bench, {"kind": "reads", "keys": keys}, with_reads=True)
                     phases[name]["flood"]["read_keys"] = len(keys)
                 elif name == "forward_flood":
                     before = await forwards_refused(service)
