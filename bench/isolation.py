@@ -5,19 +5,22 @@ On one fresh service, the victim's `call.started` on `POST /v1/events` (its own 
 50/s open-loop (bench/loadgen.py's starts mode, latency from the intended send time) for 20 s a phase, with
 p50, p99 and errors (non-2xx or no answer). The victim is `--victims` accounts (10): one account may post
 1,200 events a minute (`events_per_minute`), and 50 starts a second with their ends are 6,000. Every flood
-comes from accounts (or no account) of its own, in six phases one after the other:
+comes from accounts (or no account) of its own, in seven phases one after the other:
 
 1. quiet: no flood;
-2. read flood: an account with as many read keys as `max_keys_per_account` allows, 64 clients looping
+2. busy neighbour, a control: 64 clients posting one account's own `call.started` as fast as they are
+   answered, so the account uses its whole plan (its 1,200 events at once, then what its bucket refills): what
+   the floods below cost beside what any account may cost;
+3. read flood: an account with as many read keys as `max_keys_per_account` allows, 64 clients looping
    `GET /v1/calls?source=zzz&limit=200` (a filter that matches nothing) over an index of `--index-calls`
    calls of its own (appended straight to the events topic, bench/prefill.py, and folded before phase 1);
-3. forward flood: an account's gated number forwarding to a loopback HTTPS host that takes the connection
+4. forward flood: an account's gated number forwarding to a loopback HTTPS host that takes the connection
    and never answers, 64 clients posting its gate forms, half signed, half with a forged signature;
-4. black-holed DNS: an account's webhook on host names whose name server never answers (a new name before
+5. black-holed DNS: an account's webhook on host names whose name server never answers (a new name before
    each alert, 3 alerts/s), while another account's webhook, on a name that resolves, gets 1.5 alerts/s:
    the good deliveries' delay (alert `created_at` to arrival) besides the victim's starts;
-5. invalid-key flood: 64 clients posting events with random, well-formed, unknown keys;
-6. sign-in flood: 64 clients posting the dashboard's sign-in form with random emails, each post from an
+6. invalid-key flood: 64 clients posting events with random, well-formed, unknown keys;
+7. sign-in flood: 64 clients posting the dashboard's sign-in form with random emails, each post from an
    address of its own (X-Forwarded-For, the service trusting loopback as its proxy);
 
 then the quiet phase again, a control for how far the shared machine's own load moved the figures.
@@ -26,11 +29,12 @@ After each phase the bench waits until the victim's starts are answered again (t
 0.5 s) and records how long that took: a flood's cost may outlast it, and the next phase is not charged with
 it. The questions the worker has not answered yet at each phase's end are recorded too.
 
-Targets: phases 2 and 3, victim p99 at most 1.5x quiet's with no errors; phase 6, at most 1.5x phase 5's.
+Targets: phases 3 and 4, victim p99 at most 1.5x quiet's with no errors; phase 7, at most 1.5x phase 6's.
+The victim's figures are kept for each 2 s of its arrivals too, and each flood's statuses for each second.
 
 Each flood runs in a process of its own (`--flood`, bench/http_client.py's lean client), as the victim's load
 does, so neither shares the loop of the receivers here. The service's resolver has no setting for its name
-servers: phase 4 needs the bench in a mount namespace of its own (`unshare -m`, as root) whose
+servers: phase 5 needs the bench in a mount namespace of its own (`unshare -m`, as root) whose
 /etc/resolv.conf names a name server on loopback run here; without one the phase is skipped. The figures go
 to `bench/out/isolation.json`; `docs/hostile-runs.md` has the latest ones.
 """
@@ -52,7 +56,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,11 +86,24 @@ from infra.kafka import make_admin, make_consumer
 from infra.settings import Settings
 
 OUT = ROOT / "bench" / "out" / "isolation.json"
-# The six phases, then the quiet one again: a control for how far the shared machine's load alone moved p99.
-PHASES = ("quiet", "read_flood", "forward_flood", "dns_blackhole", "invalid_key_flood", "sign_in_flood", "quiet_after")
+# The phases, then the quiet one again: a control for how far the shared machine's load alone moved p99.
+PHASES = (
+    "quiet",
+    "busy_neighbour",
+    "read_flood",
+    "forward_flood",
+    "dns_blackhole",
+    "invalid_key_flood",
+    "sign_in_flood",
+    "quiet_after",
+)
 TARGET_RATIO = 1.5
 # Phase -> the phase its victim p99 is compared with, for the target.
 TARGETS = {"read_flood": "quiet", "forward_flood": "quiet", "sign_in_flood": "invalid_key_flood"}
+# Not targets: what the floods cost beside what an account using its whole plan costs.
+CONTROLS = {"read_flood": "busy_neighbour", "forward_flood": "busy_neighbour"}
+# The victim's figures are also kept for each such slice of its arrivals.
+VICTIM_WINDOW_S = 2.0
 # The flood runs this long before the victim's load starts, so the victim meets it at full strength.
 RAMP_S = 2.0
 # Another account's listings during the read flood, a second.
@@ -106,7 +123,7 @@ PREFILL_ROUND = 100_000
 # Long enough for a held forward (gate_forward_timeout_s, 10 s): it is an answer, however late.
 FLOOD_TIMEOUT_S = 30.0
 FLOOD_MAX_S = 600.0
-# Phase 4: alerts a second raised on the black-holed account (its first 60 in a minute, `alerts_per_minute`,
+# Phase 5: alerts a second raised on the black-holed account (its first 60 in a minute, `alerts_per_minute`,
 # are tried, each a lookup; the rest are skipped `rate_limited`) and on the good one (under its 60 a minute
 # with the caller alerts, so every one is delivered).
 BLACKHOLE_ALERTS_PER_S = 3.0
@@ -204,7 +221,7 @@ def nameservers(resolv_conf: Path = Path("/etc/resolv.conf")) -> list[str]:
 def into_own_resolver(argv: list[str]) -> None:
     """Run this bench again in a mount namespace of its own whose /etc/resolv.conf names a loopback name
     server (c-ares reads `address:port` there), so the service it starts resolves through it. The host's
-    file is untouched. Without `unshare` or root, phase 4 is skipped."""
+    file is untouched. Without `unshare` or root, phase 5 is skipped."""
     if DNS_ENV in os.environ:
         return
     if shutil.which("unshare") is None or os.geteuid() != 0:
@@ -218,7 +235,7 @@ def into_own_resolver(argv: list[str]) -> None:
         out.write(f"nameserver 127.0.0.1:{port}\n")
     os.environ[DNS_ENV] = f"127.0.0.1:{port}"
     os.environ[UPSTREAM_ENV] = ",".join(nameservers())
-    # A failed mount leaves the host's resolver: the bench runs on, without phase 4.
+    # A failed mount leaves the host's resolver: the bench runs on, without phase 5.
     script = f'mount --bind "$0" /etc/resolv.conf || {DNS_ENV}= ; rm -f "$0"; exec "$@"'
     command = [sys.executable, "-m", "bench.isolation", *argv]
     os.execvp("unshare", ["unshare", "-m", "--propagation", "private", "sh", "-c", script, conf, *command])
@@ -280,8 +297,11 @@ class GoodReceiver:
 
 @dataclass
 class FloodCounts:
+    started: float
     statuses: Counter[str] = field(default_factory=Counter)
     latencies: list[float] = field(default_factory=list)
+    # Second of the flood -> its answers' statuses: when the flood's account spent its bucket shows here.
+    by_second: dict[int, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
 
 
 def gate_body(rng: random.Random, number: str, url: str, valid: bool) -> tuple[bytes, bytes]:
@@ -316,6 +336,7 @@ async def flood_client(spec: dict[str, Any], n: int, http: Client, stop: asyncio
     rng = random.Random(n)
     kind = spec["kind"]
     event = orjson.dumps(call_started("flood", "+14155552671", "+12125550100", now_ms()))
+    serial = 0
     cookie = csrf = ""
     if kind == "sign_in":
         cookie, csrf = await sign_in_form(spec["base_url"])
@@ -328,6 +349,12 @@ async def flood_client(spec: dict[str, Any], n: int, http: Client, stop: asyncio
             method, path = "POST", urlsplit(spec["gate_url"]).path
             # Half the clients sign their forms: those calls are scored and forwarded to the hung host.
             body, headers = gate_body(rng, spec["number"], spec["gate_url"], valid=n % 2 == 0)
+        elif kind == "starts":
+            serial += 1
+            number = spec["numbers"][serial % len(spec["numbers"])]
+            start = call_started(f"busy-{n}-{serial}", number, caller(rng), now_ms())
+            method, path, body = "POST", "/v1/events", orjson.dumps(start)
+            headers = f"Authorization: Bearer {spec['key']}\r\nContent-Type: application/json\r\n".encode()
         elif kind == "invalid_key":
             method, path, body = "POST", "/v1/events", event
             headers = f"Authorization: Bearer {ids.new_key('full')}\r\nContent-Type: application/json\r\n".encode()
@@ -346,10 +373,12 @@ async def flood_client(spec: dict[str, Any], n: int, http: Client, stop: asyncio
             shown = str(status)
             if kind == "gate" and status == 200:
                 shown = "200 apology" if b"<Hangup" in answer_body else "200 other"
-            counts.statuses[shown] += 1
             counts.latencies.append(time.perf_counter() - started)
         except (TimeoutError, HttpError) as exc:
-            counts.statuses[f"no answer ({type(exc).__name__})"] += 1
+            shown = f"no answer ({type(exc).__name__})"
+        counts.statuses[shown] += 1
+        counts.by_second[int(time.perf_counter() - counts.started)][shown] += 1
+        if shown.startswith("no answer"):
             await asyncio.sleep(0.01)  # a refused connection would otherwise spin
 
 
@@ -357,9 +386,9 @@ async def flood(spec: dict[str, Any]) -> dict[str, Any]:
     """Run `spec["clients"]` clients until a line (or the end) on stdin; say `ready` on stdout first."""
     http = Client(spec["base_url"], spec["clients"], FLOOD_TIMEOUT_S)
     stop = asyncio.Event()
-    counts = FloodCounts()
     await asyncio.gather(*(http.request("GET", "/healthz") for _ in range(spec["clients"])))
     started = time.perf_counter()
+    counts = FloodCounts(started)
     tasks = [asyncio.create_task(flood_client(spec, n, http, stop, counts)) for n in range(spec["clients"])]
     print("ready", flush=True)
     with contextlib.suppress(TimeoutError):
@@ -381,6 +410,7 @@ async def flood(spec: dict[str, Any]) -> dict[str, Any]:
         "requests": requests,
         "per_s": round(requests / seconds, 1),
         "statuses": dict(counts.statuses.most_common()),
+        "by_second": {str(second): dict(counter) for second, counter in sorted(counts.by_second.items())},
         "cut_at_stop": len(pending),
         "p50_ms": round(percentile(latencies, 50) * 1000, 1) if latencies else None,
         "p99_ms": round(percentile(latencies, 99) * 1000, 1) if latencies else None,
@@ -424,7 +454,7 @@ async def flooding(spec: dict[str, Any], result: dict[str, Any]) -> AsyncIterato
                 await process.wait()
 
 
-# Phase 4's alerts ------------------------------------------------------------------------------------------
+# Phase 5's alerts ---------------------------------------------------------------------------------------
 
 
 async def post(http: aiohttp.ClientSession, service: Service, account: BenchAccount, body: dict[str, Any]) -> int:
@@ -557,6 +587,7 @@ class Bench:
             "prefix": f"v{n}",
             "seed": 40 + n,
             "call_offset": n * 10_000,
+            "window_s": VICTIM_WINDOW_S,
         }
         return await in_process(spec)
 
@@ -755,9 +786,9 @@ async def measure(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
             https_site(ca, "127.0.0.1", hung.handle) as hung_port,
             https_site(ca, RECEIVER_HOST, good.handle) as good_port,
         ):
-            accounts = await create_accounts(service, args.victims + 4)
+            accounts = await create_accounts(service, args.victims + 5)
             victims = accounts[: args.victims]
-            reader, gated, black, fine = accounts[args.victims :]
+            reader, gated, black, fine, busy = accounts[args.victims :]
             keys, key_cap = await read_keys(service, reader)
             gate = await gated_number(service, gated, f"https://127.0.0.1:{hung_port}/voice")
             async with aiohttp.ClientSession() as http:
@@ -785,6 +816,9 @@ async def measure(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
                 phase_started = time.monotonic()
                 if name in ("quiet", "quiet_after"):
                     phases[name] = {**await bench.victim_and_reads(), "flood": None}
+                elif name == "busy_neighbour":
+                    spec = {"kind": "starts", "key": busy.key, "numbers": busy.numbers[: args.busy_numbers]}
+                    phases[name] = await flood_phase(bench, spec)
                 elif name == "read_flood":
                     phases[name] = await flood_phase(bench, {"kind": "reads", "keys": keys}, with_reads=True)
                     phases[name]["flood"]["read_keys"] = len(keys)
@@ -864,6 +898,9 @@ def verdicts(phases: dict[str, Any]) -> dict[str, dict[str, Any]]:
         # Phases 2 and 3 must also have no errors; phase 6's target is its p99 alone.
         met = over is not None and over <= TARGET_RATIO and (base != "quiet" or errors == 0)
         found[name] = {"ratio": over, "base": base, "errors": errors, "met": met}
+        if name in CONTROLS:
+            found[name]["control"] = CONTROLS[name]
+            found[name]["control_ratio"] = ratio(phases, name, CONTROLS[name])
     return found
 
 
@@ -914,7 +951,10 @@ def verdict_lines(result: dict[str, Any]) -> str:
         what = f"p99 {ms(v['ratio'])}x {v['base']}'s (≤ {TARGET_RATIO:g}x)"
         if v["base"] == "quiet":
             what += f", {v['errors']} errors (0)"
-        lines.append(f"- {name}: {what}: **{'met' if v['met'] else 'not met'}**")
+        beside = ""
+        if v.get("control_ratio") is not None:
+            beside = f"; p99 {ms(v['control_ratio'])}x {v['control']}'s"
+        lines.append(f"- {name}: {what}: **{'met' if v['met'] else 'not met'}**{beside}")
     return "\n".join(lines)
 
 
@@ -931,6 +971,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         " starts a second with their ends is 6,000",
     )
     parser.add_argument("--clients", type=int, default=64, help="concurrent clients of each flood")
+    parser.add_argument(
+        "--busy-numbers", type=int, default=1, help="the busy neighbour's numbers its starts go to, in turn"
+    )
     parser.add_argument("--index-calls", type=int, default=1_000_000, help="calls in the read flood's index")
     parser.add_argument("--phases", type=lambda s: s.split(","), default=list(PHASES), help="a subset, in order")
     parser.add_argument("--flood", type=Path, help=argparse.SUPPRESS)
