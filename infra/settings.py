@@ -97,6 +97,12 @@ class Settings:
     edge_metrics_port: int = 0
     # Answer path.
     answer_deadline_s: float = 2.0
+    # An account's events awaiting their answer at one edge, and its events waiting their turn behind them
+    # (ingest/event_turns.py, decision 0037): one account's burst waits behind its own events at the edge,
+    # not in the log ahead of every account's. A turn not had within the answer deadline, or a full queue,
+    # is a 503 with nothing appended.
+    events_in_flight_per_account: int = 2
+    events_waiting_per_account: int = 256
     # How long the edge holds a refusal for being over a limit (429, and a worker's 503 for an account whose
     # questions are full) before it sends it, at most its Retry-After: a client looping on refusals asks a
     # few times a second, not thousands, and the edge's core stays the other accounts' (decision 0036).

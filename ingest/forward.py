@@ -23,6 +23,7 @@ import aiohttp
 from infra.resolver import resolver_for
 from infra.settings import Settings
 from infra.webhook_url import DEFAULT_PORT, target_allowed, tls_context
+from ingest.shares import Shares
 from ingest.twiml import is_xml
 
 FORM = "application/x-www-form-urlencoded"
@@ -44,38 +45,6 @@ class Forwarded:
     def shed(self) -> bool:
         """Refused for a full share: never sent, so no outcome of the platform's to record."""
         return self.error in SHARE_FULL
-
-
-class Shares:
-    """How many forwards each key (an account, a host) has in flight, each key at most `limit`.
-
-    Taking a slot never waits: a full key refuses. A key with nothing in flight is forgotten, so the map
-    holds only keys with forwards out.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._held: dict[str, int] = {}
-
-    def take(self, key: str) -> bool:
-        held = self._held.get(key, 0)
-        if held >= self.limit:
-            return False
-        self._held[key] = held + 1
-        return True
-
-    def give_back(self, key: str) -> None:
-        held = self._held[key] - 1
-        if held:
-            self._held[key] = held
-        else:
-            del self._held[key]
-
-    def in_flight(self, key: str) -> int:
-        return self._held.get(key, 0)
-
-    def __len__(self) -> int:
-        return len(self._held)
 
 
 class ShareFull(Exception):

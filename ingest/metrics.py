@@ -64,6 +64,12 @@ class EdgeMetrics:
             ["reason"],
             registry=self.registry,
         )
+        self.event_turns_refused = Counter(
+            "callscreen_event_turns_refused_total",
+            "Events answered 503 unappended: their account's queue at this edge was full, or their turn late.",
+            ["reason"],
+            registry=self.registry,
+        )
         self.accounts = Gauge("callscreen_accounts", "Accounts known to this edge.", registry=self.registry)
 
     def child(self, metric: MetricWrapperBase, *values: str) -> Any:

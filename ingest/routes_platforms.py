@@ -131,15 +131,16 @@ async def _ingest(
         deliveries.record(account.id, platform, refused.status, refused.code)
         raise
     edge.charge_bytes(account.id, len(raw))
-    started = time.perf_counter()
     # Appended one after another under one key, so the worker folds them in this order; the answers are
-    # awaited after the last append, not one round trip each.
-    pending = [await edge.send_event(account.id, event) for event in events]
+    # awaited after the last append, not one round trip each. One delivery is one of the account's turns.
     answers = []
-    for event, waiting in zip(events, pending, strict=True):
-        reply = await edge.answer(waiting)
-        edge.metrics.child(edge.metrics.answers, event_type(event)).observe(time.perf_counter() - started)
-        answers.append(reply["body"])
+    async with edge.event_turn(account.id):
+        started = time.perf_counter()
+        pending = [await edge.send_event(account.id, event) for event in events]
+        for event, waiting in zip(events, pending, strict=True):
+            reply = await edge.answer(waiting)
+            edge.metrics.child(edge.metrics.answers, event_type(event)).observe(time.perf_counter() - started)
+            answers.append(reply["body"])
     failed = sum(1 for answer in answers if "error" in answer)
     deliveries.record(account.id, platform, 200, f"{len(answers)} events" + (f", {failed} refused" if failed else ""))
     return json_response({"events": answers})

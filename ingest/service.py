@@ -6,7 +6,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Any, NoReturn
 
 import msgspec
 from aiohttp import web
@@ -22,6 +23,7 @@ from infra.clock import now_ms
 from infra.kafka import partition_for
 from infra.settings import Settings
 from ingest.errors import ApiError
+from ingest.event_turns import EventTurns, TurnRefused
 from ingest.log import Log, LogUnavailable
 from ingest.metrics import EdgeMetrics
 from ingest.ratelimit import DailyQuota, RateLimiter, UsageLedger, retry_after
@@ -55,6 +57,7 @@ class Edge:
         self.event_limiter = RateLimiter(settings.rules.limits.events_per_minute)
         self.event_usage = UsageLedger()
         self.byte_quota = DailyQuota(settings.rules.limits.event_bytes_per_day)
+        self.event_turns = EventTurns(settings.events_in_flight_per_account, settings.events_waiting_per_account)
         self.byte_usage = UsageLedger()
         self._usage_urgent = asyncio.Event()
         # Events this edge admitted per account that it has not yet read back in its own usage reports.
@@ -303,10 +306,28 @@ class Edge:
         self.metrics.child(self.metrics.events, event_type(event)).inc()
         return pending
 
+    @contextlib.asynccontextmanager
+    async def event_turn(self, account_id: str) -> AsyncIterator[None]:
+        """One of the account's turns at appending answered events (ingest/event_turns.py) for the block;
+        503 with nothing appended when none comes within the answer deadline or its queue is full."""
+        try:
+            await self.event_turns.take(account_id, self.settings.answer_deadline_s)
+        except TurnRefused as exc:
+            self.metrics.child(self.metrics.event_turns_refused, "waited" if exc.waited else "queue_full").inc()
+            if exc.waited:
+                raise ApiError(503, "unavailable", headers={"Retry-After": "1"}) from None
+            await self.refuse_account_full()
+        try:
+            yield
+        finally:
+            self.event_turns.give_back(account_id)
+
     async def ask_event(self, account_id: str, event: AnyEvent) -> dict[str, Any]:
-        """Append an event and wait for the worker's answer, its latency observed by type."""
-        started = time.perf_counter()
-        reply = await self.answer(await self.send_event(account_id, event))
+        """Append an event in one of its account's turns and wait for the worker's answer, its latency
+        (from the append) observed by type."""
+        async with self.event_turn(account_id):
+            started = time.perf_counter()
+            reply = await self.answer(await self.send_event(account_id, event))
         self.metrics.child(self.metrics.answers, event_type(event)).observe(time.perf_counter() - started)
         return reply
 
@@ -315,10 +336,14 @@ class Edge:
         503 when the worker refused it because the account's turn at its questions was full."""
         reply = await self.ask(self.settings.topic("queries"), key, record, partition)
         if reply["status"] == 503:
-            # Held as a 429 is (ingest.app.hold): the account is over its share, not the service down.
-            await asyncio.sleep(self.settings.refusal_hold_s)
-            raise ApiError(503, "unavailable", headers={"Retry-After": "1"})
+            await self.refuse_account_full()
         return reply
+
+    async def refuse_account_full(self) -> NoReturn:
+        """503 for an account whose share (of a worker's questions, of this edge's event turns) is full,
+        held as a 429 is (ingest.app.hold): the account is over its share, not the service down."""
+        await asyncio.sleep(self.settings.refusal_hold_s)
+        raise ApiError(503, "unavailable", headers={"Retry-After": "1"})
 
     async def query(self, record: Question, key: str) -> dict[str, Any]:
         """Ask the worker that owns `key`'s partition a read-only question, within the account's budget."""

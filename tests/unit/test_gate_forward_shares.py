@@ -15,7 +15,8 @@ from aiohttp import web
 from infra.resolver import PublicResolver, resolver_for
 from infra.settings import Settings
 from ingest import forward
-from ingest.forward import ACCOUNT_FULL, HOST_FULL, Forwarder, ShareFull, Shares, Slots, host_key
+from ingest.forward import ACCOUNT_FULL, HOST_FULL, Forwarder, ShareFull, Slots, host_key
+from ingest.shares import Shares
 from tests.receiver import https_site
 
 TWIML = b'<?xml version="1.0" encoding="UTF-8"?><Response><Hangup/></Response>'
