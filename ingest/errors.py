@@ -37,3 +37,8 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 
 def invalid_field(field: str) -> ApiError:
     return ApiError(400, "invalid_field", field=field)
+
+
+def unavailable() -> ApiError:
+    """503 `unavailable`, to be tried again in a second (docs/api.md, Errors)."""
+    return ApiError(503, "unavailable", headers={"Retry-After": "1"})

@@ -35,7 +35,7 @@ from domain.events import (
 from domain.validation import Stamp, TimeBounds, parse_event
 from infra.clock import now_ms
 from infra.sealing import SecretKeyProblem
-from ingest import twiml
+from ingest import errors, twiml
 from ingest.errors import ApiError
 from ingest.forward import Forwarder
 from ingest.sealed import SEALED
@@ -257,7 +257,7 @@ async def status(request: web.Request) -> web.Response:
     event = msgspec.structs.replace(event, source=gate.SOURCE, duration_s=gate.duration_of(call.form))
     reply = await asked(request, call, event)
     if reply is None:
-        raise ApiError(503, "unavailable", headers={"Retry-After": "1"})
+        raise errors.unavailable()
     return twiml.empty()
 
 

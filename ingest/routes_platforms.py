@@ -30,7 +30,7 @@ from domain.validation import InputError, TimeBounds, parse_event
 from infra.clock import now_ms
 from infra.sealing import SecretKeyProblem
 from ingest.auth import Principal, authenticate_key, authenticate_token, require_write
-from ingest.errors import ApiError, json_response
+from ingest.errors import ApiError, json_response, unavailable
 from ingest.platform_signatures import VERIFIERS, Delivery, Secret
 from ingest.routes_gate import signed_url
 from ingest.sealed import SEALED
@@ -90,7 +90,7 @@ async def signed_post(request: web.Request) -> web.Response:
         secret = Secret(request.app[SEALED].open(edge, integration.secret), integration.key)
     except SecretKeyProblem as exc:
         log.warning("cannot open a platform secret", extra={"platform": platform, "error": str(exc)})
-        raise ApiError(503, "unavailable", headers={"Retry-After": "1"}) from None
+        raise unavailable() from None
     delivery = Delivery(raw, request.headers, signed_url(request, edge.settings.public_url), form)
     if not VERIFIERS[platform](delivery, secret, time.time()):
         request.app[DELIVERIES].record(principal.account.id, platform, 401, "invalid_signature")

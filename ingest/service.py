@@ -22,7 +22,7 @@ from domain.times import format_ms
 from infra.clock import now_ms
 from infra.kafka import partition_for
 from infra.settings import Settings
-from ingest.errors import ApiError
+from ingest.errors import ApiError, unavailable
 from ingest.event_turns import EventTurns, TurnRefused
 from ingest.log import Log, LogUnavailable
 from ingest.metrics import EdgeMetrics
@@ -273,7 +273,7 @@ class Edge:
             await self.log.append(topic, key, msgspec.json.encode(record))
         except LogUnavailable as exc:
             logger.warning("append failed", extra={"topic": topic, "error": str(exc)})
-            raise ApiError(503, "unavailable", headers={"Retry-After": "1"}) from exc
+            raise unavailable() from exc
 
     async def send_request(
         self, topic: str, key: str, record: Any, partition: int | None = None
@@ -286,14 +286,14 @@ class Edge:
             return await self.log.ask(topic, key, msgspec.json.encode(record), partition)
         except LogUnavailable as exc:
             logger.warning("append failed", extra={"topic": topic, "error": str(exc)})
-            raise ApiError(503, "unavailable", headers={"Retry-After": "1"}) from exc
+            raise unavailable() from exc
 
     async def answer(self, pending: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:
         """The worker's answer, or 503 past the answer deadline (the record stays in the log)."""
         try:
             return await asyncio.wait_for(asyncio.shield(pending), self.settings.answer_deadline_s)
         except TimeoutError as exc:
-            raise ApiError(503, "unavailable", headers={"Retry-After": "1"}) from exc
+            raise unavailable() from exc
         finally:
             self.log.forget(pending)
 
@@ -315,7 +315,7 @@ class Edge:
         except TurnRefused as exc:
             self.metrics.child(self.metrics.event_turns_refused, "waited" if exc.waited else "queue_full").inc()
             if exc.waited:
-                raise ApiError(503, "unavailable", headers={"Retry-After": "1"}) from None
+                raise unavailable() from None
             await self.refuse_account_full()
         try:
             yield
@@ -343,7 +343,7 @@ class Edge:
         """503 for an account whose share (of a worker's questions, of this edge's event turns) is full,
         held as a 429 is (ingest.app.hold): the account is over its share, not the service down."""
         await asyncio.sleep(self.settings.refusal_hold_s)
-        raise ApiError(503, "unavailable", headers={"Retry-After": "1"})
+        raise unavailable()
 
     async def query(self, record: Question, key: str) -> dict[str, Any]:
         """Ask the worker that owns `key`'s partition a read-only question, within the account's budget."""
