@@ -8,7 +8,6 @@ from typing import Any
 
 from aiohttp import web
 
-from domain import keys
 from domain.accounts import Account
 from domain.validation import parse_label
 from infra.clock import now_ms
@@ -22,8 +21,7 @@ async def label_call(edge: Edge, account: Account, call_id: str, body: dict[str,
     the call record as the label left it, or 404 `not_found` (the dashboard's buttons post here too)."""
     stamp = account.stamp(uuid.uuid4().hex, now_ms())
     event = parse_label(body, stamp, call_id)
-    async with edge.event_turn(account.id):
-        return await edge.ask(edge.settings.topic("events"), keys.call(account.id, event.call_id), event)
+    return await edge.ask_event(account.id, event)
 
 
 async def post_label(request: web.Request) -> web.Response:
