@@ -63,12 +63,18 @@ async def test_a_full_queue_is_refused_at_once_and_a_late_turn_after_its_wait() 
     assert (turns.in_turn("a"), turns.waiting("a")) == (0, 0)
 
 
-async def test_a_cancelled_waiter_leaves_its_place_and_keeps_no_turn() -> None:
+async def one_turn_taken_and_two_waiting() -> tuple[EventTurns, asyncio.Task[None], asyncio.Task[None]]:
+    """Account `a` with its one turn taken and two takes waiting behind it, in order."""
     turns = EventTurns(per_account=1, waiting_per_account=8)
     await turns.take("a", LONG_S)
-    cancelled = asyncio.create_task(turns.take("a", LONG_S))
-    after = asyncio.create_task(turns.take("a", LONG_S))
+    first = asyncio.create_task(turns.take("a", LONG_S))
+    second = asyncio.create_task(turns.take("a", LONG_S))
     await asyncio.sleep(0)
+    return turns, first, second
+
+
+async def test_a_cancelled_waiter_leaves_its_place_and_keeps_no_turn() -> None:
+    turns, cancelled, after = await one_turn_taken_and_two_waiting()
     cancelled.cancel()
     with pytest.raises(asyncio.CancelledError):
         await cancelled
@@ -78,11 +84,7 @@ async def test_a_cancelled_waiter_leaves_its_place_and_keeps_no_turn() -> None:
 
 
 async def test_a_turn_handed_over_as_its_waiter_is_cancelled_goes_to_the_next() -> None:
-    turns = EventTurns(per_account=1, waiting_per_account=8)
-    await turns.take("a", LONG_S)
-    first = asyncio.create_task(turns.take("a", LONG_S))
-    second = asyncio.create_task(turns.take("a", LONG_S))
-    await asyncio.sleep(0)
+    turns, first, second = await one_turn_taken_and_two_waiting()
     # The turn goes to `first`, which is cancelled before it runs again: the turn must not be lost.
     turns.give_back("a")
     first.cancel()
